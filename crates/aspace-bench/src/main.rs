@@ -1,0 +1,2 @@
+//! The `aspace` binary. SKELETON.
+fn main() {}
