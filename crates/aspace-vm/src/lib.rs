@@ -7,3 +7,8 @@
 //! on the interval maps of `aspace-map`; nothing is implemented yet (the address-space issue).
 //!
 //! Not for: interval-map algorithms (in `aspace-map`) or benchmarking (in `aspace-bench`).
+
+/// The README's "use it as a library" example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
