@@ -1,2 +1,285 @@
-//! The `aspace` binary. SKELETON.
-fn main() {}
+//! The `aspace` command line (DESIGN §7); everything else lives in the `aspace_bench` library.
+//!
+//! - `aspace`: the default suite (every workload and design at 1 and 2 threads, progress bar,
+//!   results directory under `results/`, summary table);
+//! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
+//!   [--json] [--update-pct P] [--intervals N]`: one workload; `--json` prints exactly one JSON
+//!   object per measurement per line on stdout and nothing else (the progress bar, if any, is on
+//!   stderr and hidden with `--json`);
+//! - `aspace list`: workloads, what each thread does, and their designs.
+//!
+//! Unknown workloads or designs and out-of-range numbers are refused before anything runs, with
+//! a message naming the valid choices, and exit status 2.
+
+use aspace_bench::harness::{run_points, Point};
+use aspace_bench::report::table;
+use aspace_bench::workloads::{self, resolve_designs};
+use aspace_bench::{suite, BenchError, Config};
+use clap::{Args, Parser, Subcommand};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Benchmarks of scalable concurrent address-space building blocks.
+#[derive(Parser, Debug)]
+#[command(name = "aspace", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one workload.
+    Bench(BenchArgs),
+    /// List workloads and their designs.
+    List,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Workload name (see `aspace list`).
+    workload: String,
+    /// Comma-separated designs (default: all of the workload's designs).
+    #[arg(long, value_delimiter = ',')]
+    designs: Vec<String>,
+    /// Comma-separated thread counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Measured milliseconds per repeat.
+    #[arg(long, default_value_t = 500)]
+    duration_ms: u64,
+    /// Repeats per point (median and range are reported).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Print one JSON object per measurement per line, nothing else.
+    #[arg(long)]
+    json: bool,
+    /// rcu-update: percentage of operations that update (100 = one updater + readers).
+    #[arg(long)]
+    update_pct: Option<u32>,
+    /// ds-*: intervals per thread.
+    #[arg(long, default_value_t = 10_000)]
+    intervals: usize,
+}
+
+/// What `aspace bench` will run, after validation.
+#[derive(Debug)]
+struct BenchPlan {
+    points: Vec<Point<'static>>,
+    config: Config,
+    repeat: usize,
+    json: bool,
+}
+
+fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
+    let workload = workloads::find(&args.workload)?;
+    let designs = resolve_designs(workload, Some(&args.designs))?;
+    if args.threads.is_empty() || args.threads.contains(&0) {
+        return Err(BenchError::InvalidArgument(
+            "--threads needs thread counts of at least 1".into(),
+        ));
+    }
+    if args.duration_ms == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--duration-ms must be at least 1".into(),
+        ));
+    }
+    if args.repeat == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--repeat must be at least 1".into(),
+        ));
+    }
+    let update_pct = args.update_pct.unwrap_or(100);
+    if update_pct > 100 {
+        return Err(BenchError::InvalidArgument(format!(
+            "--update-pct {update_pct} is above 100"
+        )));
+    }
+    let config = Config {
+        duration: Duration::from_millis(args.duration_ms),
+        update_pct,
+        intervals: args.intervals,
+    };
+    if workload.name().starts_with("ds-") {
+        workloads::arena::check_intervals(&config)?;
+    }
+    let mut points = Vec::new();
+    for design in designs {
+        for &threads in &args.threads {
+            points.push(Point {
+                workload,
+                design,
+                threads,
+            });
+        }
+    }
+    Ok(BenchPlan {
+        points,
+        config,
+        repeat: args.repeat,
+        json: args.json,
+    })
+}
+
+fn bench(args: &BenchArgs) -> Result<(), BenchError> {
+    let plan = plan(args)?;
+    let stdout = std::io::stdout();
+    let mut json_err = None;
+    let ms = run_points(&plan.points, &plan.config, plan.repeat, plan.json, |m| {
+        if plan.json {
+            match m.to_json_line() {
+                Ok(line) => {
+                    let mut out = stdout.lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                }
+                Err(e) => json_err = Some(e),
+            }
+        }
+    })?;
+    if let Some(e) = json_err {
+        return Err(e.into());
+    }
+    if !plan.json {
+        print!("{}", table(&ms));
+    }
+    Ok(())
+}
+
+fn list() {
+    for w in workloads::all() {
+        println!("{:<12} {}", w.name(), w.about());
+        let base = w.baseline().map(|b| b.design);
+        let designs: Vec<String> = w
+            .designs()
+            .iter()
+            .map(|d| {
+                if Some(*d) == base {
+                    format!("{d} (baseline)")
+                } else {
+                    d.to_string()
+                }
+            })
+            .collect();
+        println!("{:<12} designs: {}", "", designs.join(", "));
+    }
+}
+
+fn default_suite() -> Result<(), BenchError> {
+    let (dir, ms) = suite::run(std::path::Path::new("results"))?;
+    print!("{}", table(&ms));
+    println!("results written to {}", dir.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        None => default_suite(),
+        Some(Command::List) => {
+            list();
+            Ok(())
+        }
+        Some(Command::Bench(args)) => bench(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("aspace").chain(args.iter().copied()))
+    }
+
+    fn bench_args(args: &[&str]) -> BenchArgs {
+        match parse(args).unwrap().command {
+            Some(Command::Bench(b)) => b,
+            other => panic!("not a bench command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_arguments_means_the_default_suite() {
+        assert!(parse(&[]).unwrap().command.is_none());
+    }
+
+    #[test]
+    fn bench_defaults_are_two_thread_counts_500ms_and_5_repeats() {
+        let b = bench_args(&["bench", "rcu-read"]);
+        assert_eq!(b.threads, [1, 2]);
+        assert_eq!(b.duration_ms, 500);
+        assert_eq!(b.repeat, 5);
+        assert!(!b.json);
+        let p = plan(&b).unwrap();
+        assert_eq!(p.points.len(), 6 * 2);
+        assert_eq!(p.config.update_pct, 100);
+        assert_eq!(p.config.intervals, 10_000);
+    }
+
+    #[test]
+    fn bench_parses_comma_separated_lists_and_every_option() {
+        let b = bench_args(&[
+            "bench",
+            "rcu-update",
+            "--designs",
+            "memb,mutex",
+            "--threads",
+            "2",
+            "--duration-ms",
+            "20",
+            "--repeat",
+            "3",
+            "--json",
+            "--update-pct",
+            "10",
+        ]);
+        let p = plan(&b).unwrap();
+        assert!(p.json);
+        assert_eq!(p.repeat, 3);
+        assert_eq!(p.config.update_pct, 10);
+        assert_eq!(p.config.duration, Duration::from_millis(20));
+        assert_eq!(
+            format!("{:?}", p.points),
+            "[rcu-update memb 2T, rcu-update mutex 2T]"
+        );
+    }
+
+    #[test]
+    fn unknown_workload_is_rejected() {
+        let b = bench_args(&["bench", "rcu-raed"]);
+        let e = plan(&b).unwrap_err();
+        assert!(matches!(e, BenchError::UnknownWorkload { .. }), "{e}");
+    }
+
+    #[test]
+    fn unknown_design_is_rejected() {
+        let b = bench_args(&["bench", "ds-query", "--designs", "btree,maple"]);
+        let e = plan(&b).unwrap_err();
+        assert!(matches!(e, BenchError::UnknownDesign { .. }), "{e}");
+        assert!(e.to_string().contains("maple"));
+    }
+
+    #[test]
+    fn zero_threads_and_too_many_updates_are_rejected() {
+        let b = bench_args(&["bench", "rcu-read", "--threads", "1,0"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        let b = bench_args(&["bench", "rcu-update", "--update-pct", "101"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        let b = bench_args(&["bench", "ds-map", "--intervals", "0"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn non_numeric_threads_are_a_parse_error() {
+        assert!(parse(&["bench", "rcu-read", "--threads", "one"]).is_err());
+    }
+}

@@ -1,0 +1,63 @@
+//! Why a benchmark run was refused or failed.
+//!
+//! Every error the `aspace` binary can report is one variant of [`BenchError`]: bad command-line
+//! input (an unknown workload or design, a zero thread count), and failures while writing the
+//! results directory (I/O, JSON, plotting). The binary prints the message and exits non-zero;
+//! nothing here is used on a measured path.
+
+use std::path::PathBuf;
+
+/// A refused request or a failed output step.
+#[derive(thiserror::Error, Debug)]
+pub enum BenchError {
+    /// The workload name is not registered (`aspace list` shows the names).
+    #[error("unknown workload `{name}`; known workloads: {known}")]
+    UnknownWorkload {
+        /// What was asked for.
+        name: String,
+        /// Comma-separated list of registered workloads.
+        known: String,
+    },
+    /// The workload has no design of that name.
+    #[error("workload `{workload}` has no design `{design}`; its designs: {known}")]
+    UnknownDesign {
+        /// The workload asked for.
+        workload: String,
+        /// The design asked for.
+        design: String,
+        /// Comma-separated list of the workload's designs.
+        known: String,
+    },
+    /// A numeric option is out of range (zero threads, zero duration, update share above 100 %).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Writing the results directory failed.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file or directory being written.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Serialising measurements failed.
+    #[error("cannot serialise measurements: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Drawing an SVG plot failed.
+    #[error("cannot draw plot {path}: {message}")]
+    Plot {
+        /// The SVG file being drawn.
+        path: PathBuf,
+        /// The plotting library's message.
+        message: String,
+    },
+}
+
+impl BenchError {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BenchError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

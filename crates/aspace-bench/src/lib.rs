@@ -1,0 +1,34 @@
+//! The `aspace` benchmark harness (DESIGN §7): workloads, fixed-duration measurements with
+//! repeats, tables, CSV/JSON, and SVG plots.
+//!
+//! Structure (one concept per file):
+//! - [`workload`]: the one `Workload` trait and the values it exchanges with the harness;
+//! - [`harness`]: threads started after a barrier, a stop flag after a fixed duration, repeats
+//!   summarised by median and range, a progress bar over the points;
+//! - [`measurement`]: the serialisable record of one (workload, design, threads) point;
+//! - [`report`]: the readable table with ratios to a baseline and scaling, CSV, JSON;
+//! - [`plot`]: one SVG plot per workload and `index.html`;
+//! - [`suite`]: the default suite run by `aspace` without arguments;
+//! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
+//!   `ds-alloc`, `ds-map`);
+//! - [`error`]: why a run was refused or failed.
+//!
+//! The binary (`src/main.rs`) is only the command line on top of this library.
+//!
+//! Not for: asserting performance in tests (tests here check behaviour, never timings), or
+//! single-thread micro-benchmarks (criterion, in the crates that own the code).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod error;
+pub mod harness;
+pub mod measurement;
+pub mod plot;
+pub mod report;
+pub mod suite;
+pub mod workload;
+pub mod workloads;
+
+pub use error::BenchError;
+pub use measurement::Measurement;
+pub use workload::{Config, Sample, Workload};

@@ -1,0 +1,84 @@
+//! `ds-alloc` [SOSP'25 §7.1, Fig. 12 "Alloc"]: first-fit allocation in the thread's own arena,
+//! the map-level cost of `mmap` without a hint.
+//!
+//! Each thread repeatedly calls `map.alloc(arena, 16 KiB, v)`; allocations are contiguous from
+//! the arena's start. A fixed-duration run would otherwise grow the map without bound (and with
+//! it the tree height, so the rate would drift), so when a thread holds `--intervals` intervals
+//! it *resets*: one `map(arena, None)` removes them all. The reset runs inside the measured
+//! window but its time is **excluded** from that thread's rate (each thread's rate is its
+//! allocations divided by its measured time minus its own reset time), so `ops_per_sec` counts
+//! allocations only. The other thread keeps running during a reset, so with a global writer lock
+//! it may wait for it: that contention stays in the numbers. Extras: `resets` (per repeat, all
+//! threads) and `excluded_pct` (mean share of a thread's time spent resetting).
+//!
+//! One operation is one successful `alloc`.
+//!
+//! Not for: allocation with hints or from a shared arena.
+
+use super::arena::{self, mean_excluded_pct, MapBench};
+use crate::error::BenchError;
+use crate::harness::{run_timed, Stop, BATCH};
+use crate::workload::{Baseline, Config, Sample, ThreadCount, Workload};
+use aspace_map::IntervalMap;
+use std::time::{Duration, Instant};
+
+/// Bytes per allocation.
+pub const ALLOC_LEN: u64 = 16 << 10;
+
+/// The `ds-alloc` workload.
+pub struct DsAlloc;
+
+impl Workload for DsAlloc {
+    fn name(&self) -> &'static str {
+        "ds-alloc"
+    }
+    fn about(&self) -> &'static str {
+        "allocate 16 KiB intervals first-fit in the thread's own arena [SOSP'25 Fig. 12]"
+    }
+    fn designs(&self) -> &'static [&'static str] {
+        arena::DESIGNS
+    }
+    fn baseline(&self) -> Option<Baseline> {
+        Some(arena::BASELINE)
+    }
+    fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
+        arena::dispatch(self, self, design, threads, config)
+    }
+}
+
+impl MapBench for DsAlloc {
+    fn run_map<M: IntervalMap<u64>>(&self, map: M, threads: usize, config: &Config) -> Sample {
+        let map = &map;
+        let limit = config.intervals as u64;
+        let timed = run_timed(threads, config.duration, None, |t| {
+            let arena = arena::arena(t);
+            move |stop: &Stop| {
+                let (mut ops, mut live, mut resets) = (0u64, 0u64, 0u64);
+                let mut excluded = Duration::ZERO;
+                while !stop.is_set() {
+                    for _ in 0..BATCH {
+                        map.alloc(arena.clone(), ALLOC_LEN, ops)
+                            .expect("the arena has room for --intervals allocations");
+                        ops += 1;
+                        live += 1;
+                        if live == limit {
+                            let start = Instant::now();
+                            map.map(arena.clone(), None)
+                                .expect("the arena is a valid range");
+                            excluded += start.elapsed();
+                            live = 0;
+                            resets += 1;
+                        }
+                    }
+                }
+                (ThreadCount { ops, excluded }, resets)
+            }
+        });
+        let counts: Vec<ThreadCount> = timed.results.iter().map(|r| r.0).collect();
+        let resets: u64 = timed.results.iter().map(|r| r.1).sum();
+        let excluded_pct = mean_excluded_pct(&counts, timed.elapsed);
+        Sample::from_threads(timed.elapsed, &counts)
+            .with("resets", resets as f64)
+            .with("excluded_pct", excluded_pct)
+    }
+}

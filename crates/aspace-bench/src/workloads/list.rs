@@ -1,0 +1,295 @@
+//! The five-element linked list of the thesis' RCU benchmarks (§6.1-6.3), in the three shapes the
+//! `rcu-*` workloads need: a plain owned list (for `none`, `mutex`, `rwlock`), an RCU list whose
+//! nodes are retired through an `aspace_rcu::Domain` (`memb`, `qsbr`), and a crossbeam-epoch list.
+//!
+//! The list is traversed whole, summing the node values (the caller `black_box`es the sum so the
+//! traversal is not optimised away). An update replaces the **first** element by a new node with
+//! a new value, as in thesis §6.3: the new node copies the old head's `next`, is published with one
+//! `Release` store of the head pointer, and the old head is retired (RCU grace period or epoch).
+//! Nodes other than the head are never replaced, so a node's `next` is immutable after
+//! publication; a reader that loaded the old head still walks a valid list.
+//!
+//! Invariants: the list always has at least one node; nodes reachable from `head` are alive; a
+//! node unlinked by `replace_head` is freed only by the caller's deferred reclamation, after every
+//! reader that could see it has left its read section. Updaters are serialised by an update lock
+//! (the thesis used a spinlock; here `parking_lot::Mutex`).
+//!
+//! Not for: anything but benchmarking read-side and update-side costs of a tiny shared list.
+
+use aspace_rcu::{Flavor, Guard, Memb, Qsbr, Reader};
+use crossbeam_epoch as epoch;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// Elements per list (thesis §6.1).
+pub const LIST_LEN: u64 = 5;
+
+/// A node of the plain list.
+#[derive(Debug)]
+pub struct PlainNode {
+    value: u64,
+    next: Option<Box<PlainNode>>,
+}
+
+/// An owned list with no synchronisation of its own (the `none` design uses it read-only; the
+/// lock designs wrap it in a lock).
+#[derive(Debug)]
+pub struct PlainList {
+    head: Box<PlainNode>,
+}
+
+impl PlainList {
+    /// A list holding `1..=LIST_LEN`.
+    pub fn new() -> Self {
+        let mut next = None;
+        for value in (1..=LIST_LEN).rev() {
+            next = Some(Box::new(PlainNode { value, next }));
+        }
+        PlainList {
+            head: next.expect("LIST_LEN > 0"),
+        }
+    }
+
+    /// Sum of all values (one traversal).
+    #[inline]
+    pub fn sum(&self) -> u64 {
+        let mut s = 0;
+        let mut p = Some(&*self.head);
+        while let Some(n) = p {
+            s += n.value;
+            p = n.next.as_deref();
+        }
+        s
+    }
+
+    /// Replaces the first node by a new one holding `value`; returns the old node so that the
+    /// caller can drop it after releasing its lock.
+    pub fn replace_head(&mut self, value: u64) -> Box<PlainNode> {
+        let next = self.head.next.take();
+        std::mem::replace(&mut self.head, Box::new(PlainNode { value, next }))
+    }
+}
+
+impl Default for PlainList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A node of the RCU list; immutable after publication.
+#[derive(Debug)]
+pub struct RcuNode {
+    value: u64,
+    next: *const RcuNode,
+}
+
+// SAFETY: a node is immutable once published and owns nothing thread-bound; its raw `next` is
+// only dereferenced under the list's protection rules, so moving the node (to the reclaimer
+// thread, which only frees it) is sound.
+unsafe impl Send for RcuNode {}
+
+/// The list read under an `aspace_rcu` read section and updated by head replacement.
+#[derive(Debug)]
+pub struct RcuList {
+    head: AtomicPtr<RcuNode>,
+    update: Mutex<()>,
+}
+
+impl RcuList {
+    /// A list holding `1..=LIST_LEN`.
+    pub fn new() -> Self {
+        let mut next: *const RcuNode = std::ptr::null();
+        for value in (1..=LIST_LEN).rev() {
+            next = Box::into_raw(Box::new(RcuNode { value, next }));
+        }
+        RcuList {
+            head: AtomicPtr::new(next as *mut RcuNode),
+            update: Mutex::new(()),
+        }
+    }
+
+    /// Sum of all values, inside the read section proven by `_guard`.
+    #[inline]
+    pub fn sum<F: Flavor>(&self, _guard: &Guard<'_, F>) -> u64 {
+        // Acquire: pairs with the Release store in `replace_head`, so the new node's fields are
+        // visible before we read them.
+        let mut p = self.head.load(Ordering::Acquire) as *const RcuNode;
+        let mut s = 0;
+        while !p.is_null() {
+            // SAFETY: `p` was reachable from `head` during this read section (the guard lives
+            // across the whole loop); a node is freed only after a grace period that begins after
+            // it was unlinked, so it outlives this section. Nodes are immutable once published.
+            let n = unsafe { &*p };
+            s += n.value;
+            p = n.next;
+        }
+        s
+    }
+
+    /// Replaces the first node by a new one holding `value` and returns the unlinked old head,
+    /// which the caller must retire (`Domain::defer_free`) exactly once.
+    pub fn replace_head(&self, value: u64) -> *mut RcuNode {
+        let _serialised = self.update.lock();
+        // Relaxed: only updaters store `head`, and they are serialised by `update`, whose
+        // lock/unlock orders this load after the previous updater's store.
+        let old = self.head.load(Ordering::Relaxed);
+        // SAFETY: `old` is the current head; only updaters unlink nodes and we hold the update
+        // lock, so it cannot be retired (let alone freed) while we read it.
+        let next = unsafe { (*old).next };
+        let new = Box::into_raw(Box::new(RcuNode { value, next }));
+        // Release: publishes the new node's fields; pairs with the Acquire load in `sum`.
+        self.head.store(new, Ordering::Release);
+        old
+    }
+}
+
+impl Default for RcuList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for RcuList {
+    fn drop(&mut self) {
+        let mut p = *self.head.get_mut() as *const RcuNode;
+        while !p.is_null() {
+            // SAFETY: `&mut self` means no reader or updater is active; every node still
+            // reachable from `head` was allocated by `Box::into_raw` here and was never retired
+            // (retired nodes are unreachable), so each is freed exactly once.
+            let node = unsafe { Box::from_raw(p as *mut RcuNode) };
+            p = node.next;
+        }
+    }
+}
+
+/// How an RCU reader of a given flavor ends a stretch of read sections.
+pub trait Quiesce: Flavor + Sized {
+    /// `memb`: nothing (read sections end with their guard). `qsbr`: announce a quiescent state.
+    fn quiesce(reader: &Reader<Self>);
+}
+
+impl Quiesce for Memb {
+    #[inline]
+    fn quiesce(_reader: &Reader<Memb>) {}
+}
+
+impl Quiesce for Qsbr {
+    #[inline]
+    fn quiesce(reader: &Reader<Qsbr>) {
+        reader.quiescent_state();
+    }
+}
+
+/// A node of the crossbeam-epoch list.
+#[derive(Debug)]
+pub struct EpochNode {
+    value: u64,
+    next: epoch::Atomic<EpochNode>,
+}
+
+/// The list read under a crossbeam-epoch pin and updated by head replacement.
+#[derive(Debug)]
+pub struct EpochList {
+    head: epoch::Atomic<EpochNode>,
+    update: Mutex<()>,
+}
+
+impl EpochList {
+    /// A list holding `1..=LIST_LEN`.
+    pub fn new() -> Self {
+        let mut next = epoch::Atomic::null();
+        for value in (1..=LIST_LEN).rev() {
+            next = epoch::Atomic::new(EpochNode { value, next });
+        }
+        EpochList {
+            head: next,
+            update: Mutex::new(()),
+        }
+    }
+
+    /// Sum of all values, under the pin `guard`.
+    #[inline]
+    pub fn sum(&self, guard: &epoch::Guard) -> u64 {
+        // Acquire: pairs with the Release store in `replace_head`.
+        let mut p = self.head.load(Ordering::Acquire, guard);
+        let mut s = 0;
+        // SAFETY: nodes reachable while pinned are destroyed only through `defer_destroy`
+        // after unlinking, i.e. after every guard pinned now has been dropped.
+        while let Some(n) = unsafe { p.as_ref() } {
+            s += n.value;
+            // Acquire: `next` links were published with the node (Release on `head`); Acquire
+            // keeps the load ordered after reading the node whatever path reached it.
+            p = n.next.load(Ordering::Acquire, guard);
+        }
+        s
+    }
+
+    /// Replaces the first node by a new one holding `value` and retires the old one through
+    /// `guard`.
+    pub fn replace_head(&self, value: u64, guard: &epoch::Guard) {
+        let _serialised = self.update.lock();
+        // Relaxed: updaters are serialised by `update` (see `RcuList::replace_head`).
+        let old = self.head.load(Ordering::Relaxed, guard);
+        // SAFETY: `old` is the current head, never null, and cannot be retired while we hold the
+        // update lock.
+        let old_ref = unsafe { old.deref() };
+        let next = old_ref.next.load(Ordering::Relaxed, guard);
+        let new = epoch::Owned::new(EpochNode {
+            value,
+            next: epoch::Atomic::from(next),
+        });
+        // Release: publishes the new node; pairs with the Acquire loads in `sum`.
+        self.head.store(new, Ordering::Release);
+        // SAFETY: `old` is now unreachable from `head` and is retired exactly once (only the
+        // updater that unlinked it, under the lock, gets here with it).
+        unsafe { guard.defer_destroy(old) };
+    }
+}
+
+impl Default for EpochList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for EpochList {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self` means no other thread uses the list, so the unprotected guard is
+        // enough; each reachable node was allocated by `Atomic::new`/`Owned::new` and is freed
+        // once (retired nodes are unreachable and owned by the epoch collector).
+        unsafe {
+            let guard = epoch::unprotected();
+            let mut p = self.head.load(Ordering::Relaxed, guard);
+            while !p.is_null() {
+                let next = p.deref().next.load(Ordering::Relaxed, guard);
+                drop(p.into_owned());
+                p = next;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: u64 = LIST_LEN * (LIST_LEN + 1) / 2;
+
+    #[test]
+    fn plain_list_sums_and_replaces_its_head() {
+        let mut l = PlainList::new();
+        assert_eq!(l.sum(), FULL);
+        let old = l.replace_head(100);
+        assert_eq!(old.value, 1);
+        assert_eq!(l.sum(), FULL - 1 + 100);
+    }
+
+    #[test]
+    fn epoch_list_sums_and_replaces_its_head() {
+        let l = EpochList::new();
+        let g = epoch::pin();
+        assert_eq!(l.sum(&g), FULL);
+        l.replace_head(100, &g);
+        assert_eq!(l.sum(&g), FULL - 1 + 100);
+    }
+}

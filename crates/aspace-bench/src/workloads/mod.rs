@@ -1,0 +1,100 @@
+//! The registry of workloads: one file per workload (DESIGN §7), plus the shared pieces they
+//! are built from (`list.rs`: the five-element lists of the RCU workloads; `arena.rs`: per-thread
+//! arenas and the interval-map designs of the `ds-*` workloads).
+//!
+//! [`all`] lists every workload in report order; [`find`] resolves a command-line name.
+//! Adding a workload means adding its file and one line in [`all`].
+
+pub mod arena;
+pub mod ds_alloc;
+pub mod ds_map;
+pub mod ds_query;
+pub mod list;
+pub mod rcu_gp;
+pub mod rcu_read;
+pub mod rcu_update;
+
+use crate::error::BenchError;
+use crate::workload::Workload;
+
+/// Every workload, in report order.
+pub fn all() -> Vec<&'static dyn Workload> {
+    vec![
+        &rcu_read::RcuRead,
+        &rcu_update::RcuUpdate,
+        &rcu_gp::RcuGp,
+        &ds_query::DsQuery,
+        &ds_alloc::DsAlloc,
+        &ds_map::DsMap,
+    ]
+}
+
+/// The workload called `name`.
+///
+/// # Errors
+/// [`BenchError::UnknownWorkload`] listing the known names.
+pub fn find(name: &str) -> Result<&'static dyn Workload, BenchError> {
+    all()
+        .into_iter()
+        .find(|w| w.name() == name)
+        .ok_or_else(|| BenchError::UnknownWorkload {
+            name: name.to_string(),
+            known: all()
+                .iter()
+                .map(|w| w.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Resolves a design list for `workload`: `None` or empty means all of its designs.
+///
+/// # Errors
+/// [`BenchError::UnknownDesign`] for the first name the workload does not have.
+pub fn resolve_designs(
+    workload: &dyn Workload,
+    wanted: Option<&[String]>,
+) -> Result<Vec<&'static str>, BenchError> {
+    match wanted {
+        None | Some([]) => Ok(workload.designs().to_vec()),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                workload
+                    .designs()
+                    .iter()
+                    .copied()
+                    .find(|d| d == n)
+                    .ok_or_else(|| workload.unknown_design(n))
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_knows_every_registered_name_and_rejects_others() {
+        for w in all() {
+            assert_eq!(find(w.name()).unwrap().name(), w.name());
+        }
+        let err = find("rcu-reed").err().unwrap();
+        assert!(matches!(err, BenchError::UnknownWorkload { .. }));
+        assert!(err.to_string().contains("rcu-read"));
+    }
+
+    #[test]
+    fn resolve_designs_defaults_to_all_and_rejects_unknown_names() {
+        let w = find("rcu-read").unwrap();
+        assert_eq!(resolve_designs(w, None).unwrap(), w.designs());
+        let some = vec!["qsbr".to_string(), "none".to_string()];
+        assert_eq!(resolve_designs(w, Some(&some)).unwrap(), ["qsbr", "none"]);
+        let bad = vec!["memb".to_string(), "rcu".to_string()];
+        assert!(matches!(
+            resolve_designs(w, Some(&bad)),
+            Err(BenchError::UnknownDesign { .. })
+        ));
+    }
+}

@@ -1,0 +1,102 @@
+//! The `aspace` binary as a user runs it: refusals exit non-zero with a clear message, `list`
+//! names every workload, and `--json` prints nothing but one JSON object per measurement.
+
+use std::process::Command;
+
+fn aspace(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_aspace"))
+        .args(args)
+        .output()
+        .expect("the aspace binary runs")
+}
+
+#[test]
+fn unknown_workload_exits_non_zero_and_names_the_known_ones() {
+    let out = aspace(&["bench", "no-such-workload", "--duration-ms", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown workload `no-such-workload`"), "{err}");
+    assert!(err.contains("rcu-read"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn unknown_design_exits_non_zero_and_names_the_designs() {
+    let out = aspace(&["bench", "rcu-read", "--designs", "none,spinlock"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no design `spinlock`"), "{err}");
+    assert!(err.contains("crossbeam-epoch"), "{err}");
+}
+
+#[test]
+fn list_names_every_workload_with_its_designs() {
+    let out = aspace(&["list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for w in [
+        "rcu-read",
+        "rcu-update",
+        "rcu-gp",
+        "ds-query",
+        "ds-alloc",
+        "ds-map",
+    ] {
+        assert!(text.contains(w), "{w} missing from:\n{text}");
+    }
+    assert!(text.contains("btree (baseline)"));
+}
+
+#[test]
+fn json_output_is_exactly_one_parseable_object_per_measurement() {
+    let out = aspace(&[
+        "bench",
+        "rcu-read",
+        "--designs",
+        "none,mutex",
+        "--threads",
+        "1,2",
+        "--duration-ms",
+        "5",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["workload"], "rcu-read");
+        assert_eq!(v["repeat"], 2);
+        assert!(v["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(v["min_ops_per_sec"].as_f64() <= v["max_ops_per_sec"].as_f64());
+        assert!(v["ns_per_op"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn table_output_shows_ratios_to_the_baseline_and_scaling() {
+    let out = aspace(&[
+        "bench",
+        "rcu-read",
+        "--designs",
+        "none,rwlock",
+        "--threads",
+        "1,2",
+        "--duration-ms",
+        "5",
+        "--repeat",
+        "1",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("== rcu-read"), "{text}");
+    assert!(text.contains("% of none"), "{text}");
+    assert!(text.contains("vs 1T"), "{text}");
+}

@@ -1,0 +1,97 @@
+//! Smoke test: every design of every workload runs for a few milliseconds on tiny populations
+//! and completes operations. Checks behaviour only (ops > 0, extras present), never timings.
+
+use aspace_bench::workloads;
+use aspace_bench::Config;
+use std::time::Duration;
+
+fn tiny() -> Config {
+    Config {
+        duration: Duration::from_millis(20),
+        update_pct: 100,
+        intervals: 64,
+    }
+}
+
+#[test]
+fn every_design_of_every_workload_completes_operations_on_one_thread() {
+    for w in workloads::all() {
+        for &design in w.designs() {
+            let s = w
+                .run(design, 1, &tiny())
+                .unwrap_or_else(|e| panic!("{} {design}: {e}", w.name()));
+            assert!(s.ops_per_sec > 0.0, "{} {design} did nothing", w.name());
+            assert!(s.extra.values().all(|v| v.is_finite()));
+        }
+    }
+}
+
+#[test]
+fn rcu_update_with_one_updater_and_one_reader_reports_reader_retention() {
+    let w = workloads::find("rcu-update").unwrap();
+    for design in ["memb", "qsbr", "crossbeam-epoch", "mutex"] {
+        let s = w.run(design, 2, &tiny()).unwrap();
+        assert!(s.extra["updates_per_sec"] > 0.0, "{design}: no update");
+        assert!(s.extra["reader_ops_per_sec"] > 0.0, "{design}: no read");
+        assert!(s.extra.contains_key("reader_retained_pct"), "{design}");
+        assert_eq!(
+            s.extra.contains_key("peak_pending"),
+            design == "memb" || design == "qsbr"
+        );
+    }
+}
+
+#[test]
+fn rcu_update_mixed_mode_does_reads_and_updates_on_every_thread() {
+    let w = workloads::find("rcu-update").unwrap();
+    let config = Config {
+        update_pct: 10,
+        ..tiny()
+    };
+    for design in w.designs() {
+        let s = w.run(design, 2, &config).unwrap();
+        assert!(s.extra["updates_per_sec"] > 0.0, "{design}");
+        assert!(s.extra["reader_ops_per_sec"] > 0.0, "{design}");
+        assert!(!s.extra.contains_key("reader_retained_pct"), "{design}");
+    }
+}
+
+#[test]
+fn rcu_gp_with_a_reader_thread_records_latencies() {
+    let w = workloads::find("rcu-gp").unwrap();
+    for design in w.designs() {
+        let s = w.run(design, 2, &tiny()).unwrap();
+        assert_eq!(s.op_threads, 1);
+        assert_eq!(s.extra["readers"], 1.0);
+        assert!(s.extra["median_us"] <= s.extra["p99_us"], "{design}");
+        assert!(s.extra["reader_ops_per_sec"] > 0.0, "{design}");
+    }
+}
+
+#[test]
+fn ds_workloads_on_two_threads_find_every_interval_and_cycle_their_populations() {
+    for name in ["ds-query", "ds-alloc", "ds-map"] {
+        let w = workloads::find(name).unwrap();
+        for design in w.designs() {
+            let s = w.run(design, 2, &tiny()).unwrap();
+            assert!(s.ops_per_sec > 0.0, "{name} {design}");
+            assert!(
+                !s.extra.contains_key("misses"),
+                "{name} {design}: query missed"
+            );
+            if name == "ds-alloc" {
+                assert!(s.extra["resets"] >= 1.0, "{design}: 64 allocs never filled");
+            }
+            if name == "ds-map" {
+                assert!(s.extra["repopulations"] >= 1.0, "{design}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unknown_design_is_an_error_not_a_panic() {
+    for w in workloads::all() {
+        assert!(w.run("no-such-design", 1, &tiny()).is_err(), "{}", w.name());
+    }
+}
