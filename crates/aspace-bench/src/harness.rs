@@ -32,6 +32,7 @@ use crate::workload::{Config, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -101,9 +102,14 @@ where
             .map(|t| {
                 let (barrier, stop, setup) = (&barrier, &stop, &setup);
                 scope.spawn(move || {
-                    let body = setup(t);
+                    // A panicking setup still reaches the barrier (then re-panics), so the
+                    // other threads and the coordinator are not left waiting forever.
+                    let body = panic::catch_unwind(AssertUnwindSafe(|| setup(t)));
                     barrier.wait();
-                    body(stop)
+                    match body {
+                        Ok(body) => body(stop),
+                        Err(payload) => panic::resume_unwind(payload),
+                    }
                 })
             })
             .collect();
@@ -124,7 +130,7 @@ where
         let elapsed = start.elapsed();
         let results = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .map(|h| h.join().unwrap_or_else(|p| panic::resume_unwind(p)))
             .collect();
         Timed { results, elapsed }
     })
@@ -326,6 +332,15 @@ mod tests {
             assert!(*n > 0 && n % BATCH == 0);
         }
         assert!(timed.elapsed >= Duration::from_millis(5));
+    }
+
+    #[test]
+    #[should_panic(expected = "setup failed")]
+    fn run_timed_propagates_a_setup_panic_instead_of_hanging() {
+        run_timed(2, Duration::from_millis(1), None, |t| {
+            assert!(t != 1, "setup failed");
+            |stop: &Stop| stop.count_batched(|| {})
+        });
     }
 
     #[test]

@@ -129,7 +129,7 @@ pub fn table(ms: &[Measurement]) -> String {
             }
         }
         let repeat = ms.iter().find(|m| m.workload == w).map_or(0, |m| m.repeat);
-        let _ = writeln!(out, "== {w} (median of {repeat} repeats) ==");
+        let _ = writeln!(out, "== {w} ({repeat} repeat(s), median [min-max]) ==");
         let line = |cells: &[&str]| {
             let mut s = String::new();
             for (i, c) in cells.iter().enumerate() {
