@@ -1,69 +1,215 @@
-//! Domain, reader and guard types (SKELETON: fixed surface, bodies in progress).
+//! Domain, reader and guard: the safe facade over the flavors and the reclaimer.
+//!
+//! A `Domain<F>` is a cheap handle (`Arc`) to a `DomainInner`, which owns the reclaimer thread
+//! and an `Arc` of the `Core` (grace-period state, reader registry, callback queue, counters)
+//! that the reclaimer thread shares. A `Reader<F>` holds a `Domain` handle, the `Core` directly
+//! (one pointer hop on the read path) and its own registered slot. When the last handle
+//! (`Domain` clone or `Reader`) drops, `DomainInner::drop` shuts the reclaimer down after it has
+//! run every pending callback.
+//!
+//! Invariants: a slot is in the registry exactly while its `Reader` lives; a `Reader` is used by
+//! one thread at a time (`!Sync`), so only that thread writes its slot; a `Guard` borrows its
+//! `Reader` and is `!Send`, so a read section begins and ends on one thread.
+//!
+//! Not for: the algorithms themselves (`memb.rs`, `qsbr.rs`, `reclaimer.rs`).
 
+use crate::config::DomainConfig;
 use crate::flavor::{Flavor, Memb, MembMode, Qsbr};
+use crate::reclaimer::{Entry, Queue};
+use crate::registry::{Registry, SlotRef};
+use crate::stats::{Counters, Stats};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
 use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Everything the reclaimer thread shares with the handles.
+struct Core<F: Flavor> {
+    global: F::Global,
+    registry: Registry<F::Slot>,
+    queue: Queue,
+    stats: Counters,
+}
+
+impl<F: Flavor> Core<F> {
+    fn synchronize(&self) {
+        F::synchronize(&self.global, &self.registry, &self.stats);
+    }
+}
+
+/// The owner of the reclaimer thread; dropped with the last handle.
+struct DomainInner<F: Flavor> {
+    core: Arc<Core<F>>,
+    #[cfg(not(loom))]
+    reclaimer: Option<std::thread::JoinHandle<()>>,
+    #[cfg(not(loom))]
+    reclaimer_id: std::thread::ThreadId,
+}
+
+impl<F: Flavor> Drop for DomainInner<F> {
+    fn drop(&mut self) {
+        self.core.queue.request_shutdown();
+        #[cfg(not(loom))]
+        if let Some(handle) = self.reclaimer.take() {
+            if std::thread::current().id() != self.reclaimer_id {
+                // The reclaimer catches callback panics, so it only ends by draining.
+                let _ = handle.join();
+            }
+            // Otherwise a callback dropped the last handle: the reclaimer, detached, drains the
+            // queue and exits when that callback returns.
+        }
+        #[cfg(loom)]
+        {
+            let core = &self.core;
+            core.queue.run_inline(|| core.synchronize(), &core.stats);
+        }
+    }
+}
 
 /// An RCU domain: its readers, its grace periods and its reclaimer thread. Cheap to clone (shared
 /// handle). The reclaimer shuts down cleanly, running every pending callback, when the last
 /// handle (a `Domain` clone or a `Reader`) is dropped.
 pub struct Domain<F: Flavor = Memb> {
-    _f: PhantomData<F>,
+    inner: Arc<DomainInner<F>>,
 }
 
 /// A thread's registration with a domain (RAII: unregisters on drop). `Send` but not `Sync`:
-/// one thread uses it at a time. Dropping it inside a read section panics in debug builds.
+/// one thread uses it at a time. Dropping it inside a read section (possible only by leaking a
+/// guard with `mem::forget`) panics in debug builds; release builds unregister it quietly.
 pub struct Reader<F: Flavor = Memb> {
-    _f: PhantomData<(F, *const ())>,
+    slot: SlotRef<F::Slot>,
+    core: Arc<Core<F>>,
+    domain: Domain<F>,
+    /// `!Sync`: only one thread may write the slot.
+    _not_sync: PhantomData<Cell<()>>,
 }
-// SAFETY: skeleton only; the real type documents why moving a reader between threads is sound.
-unsafe impl<F: Flavor> Send for Reader<F> {}
 
 /// A read-side critical section. Nestable; `!Send`. References loaded from RCU-protected
 /// pointers are valid for the guard's lifetime.
 pub struct Guard<'r, F: Flavor = Memb> {
-    _r: PhantomData<(&'r Reader<F>, *const ())>,
+    reader: &'r Reader<F>,
+    /// `!Send` and `!Sync`: a read section ends on the thread that began it.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<F: Flavor> Domain<F> {
-    /// A new domain with its own reclaimer thread.
+    /// A new domain with its own reclaimer thread and the default configuration.
     pub fn new() -> Self {
-        todo!()
+        Self::with_config(DomainConfig::default())
     }
-    /// Registers the calling thread as a reader.
+
+    /// A new domain with the given reclaimer batching (and, for `memb`, barrier mode).
+    pub fn with_config(config: DomainConfig) -> Self {
+        let core = Arc::new(Core::<F> {
+            global: F::new_global(&config),
+            registry: Registry::new(),
+            queue: Queue::new(config.batch_size, config.batch_delay),
+            stats: Counters::default(),
+        });
+        #[cfg(not(loom))]
+        {
+            let thread_core = Arc::clone(&core);
+            let handle = std::thread::Builder::new()
+                .name(format!("aspace-rcu-{}-reclaimer", F::NAME))
+                .spawn(move || {
+                    let core = thread_core;
+                    core.queue.run(|| core.synchronize(), &core.stats);
+                })
+                .expect("aspace-rcu: cannot spawn the reclaimer thread");
+            let reclaimer_id = handle.thread().id();
+            Self {
+                inner: Arc::new(DomainInner {
+                    core,
+                    reclaimer: Some(handle),
+                    reclaimer_id,
+                }),
+            }
+        }
+        #[cfg(loom)]
+        Self {
+            inner: Arc::new(DomainInner { core }),
+        }
+    }
+
+    fn core(&self) -> &Core<F> {
+        &self.inner.core
+    }
+
+    /// Registers the calling thread as a reader (a `qsbr` reader starts online).
     pub fn register(&self) -> Reader<F> {
-        todo!()
+        let core = Arc::clone(&self.inner.core);
+        let slot = Arc::new(CachePadded::new(F::new_slot(&core.global)));
+        F::on_register(&core.global, &slot);
+        core.registry.insert(Arc::clone(&slot));
+        Reader {
+            slot,
+            core,
+            domain: self.clone(),
+            _not_sync: PhantomData,
+        }
     }
+
     /// Waits until every read section that began before this call has ended. Must not be called
-    /// from inside a read section of this domain (deadlock; caught in debug builds where possible).
+    /// from inside a read section of this domain, nor (qsbr) by a thread that is an online
+    /// reader of it (use [`Reader::synchronize`]): both wait forever for themselves; debug
+    /// builds panic instead. Concurrent callers share grace periods.
     pub fn synchronize(&self) {
-        todo!()
+        self.core().synchronize();
     }
+
     /// Runs `f` on the reclaimer thread after a grace period.
     pub fn call(&self, f: impl FnOnce() + Send + 'static) {
-        let _ = f;
-        todo!()
+        self.core().queue.push(Entry::Call(Box::new(f)));
     }
+
     /// Drops `value` on the reclaimer thread after a grace period.
     pub fn defer_drop<T: Send + 'static>(&self, value: T) {
-        let _ = value;
-        todo!()
+        let ptr = Box::into_raw(Box::new(value));
+        // SAFETY: `ptr` was just made by `Box::into_raw` and is handed over exactly once.
+        self.core().queue.push(unsafe { Entry::free_box(ptr) });
     }
-    /// Frees `ptr` (as `Box::from_raw`) after a grace period.
+
+    /// Frees `ptr` (as `Box::from_raw`) after a grace period. Costs no allocation.
     ///
     /// # Safety
     /// `ptr` came from `Box::into_raw`, is unreachable for readers that start after this call, and
     /// is passed here once.
     pub unsafe fn defer_free<T: Send + 'static>(&self, ptr: *mut T) {
-        let _ = ptr;
-        todo!()
+        // SAFETY: the caller guarantees `ptr` is an owned `Box<T>` pointer passed once.
+        self.core().queue.push(unsafe { Entry::free_box(ptr) });
     }
-    /// Waits until every callback queued (by any thread) before this call has run.
+
+    /// Waits until every callback queued (by any thread) before this call has run. Must not be
+    /// called from a callback (it panics there: it would wait for itself).
     pub fn barrier(&self) {
-        todo!()
+        #[cfg(not(loom))]
+        {
+            assert!(
+                std::thread::current().id() != self.inner.reclaimer_id,
+                "aspace-rcu: barrier() called from an RCU callback (it would wait for itself)"
+            );
+            self.core().queue.barrier();
+        }
+        #[cfg(loom)]
+        {
+            let core = self.core();
+            core.queue.run_inline(|| core.synchronize(), &core.stats);
+        }
     }
+
     /// Callbacks queued but not yet run (the garbage not yet reclaimed).
     pub fn pending(&self) -> usize {
-        todo!()
+        self.core().queue.pending()
+    }
+
+    /// Number of registered readers.
+    pub fn readers(&self) -> usize {
+        self.core().registry.len()
+    }
+
+    /// A snapshot of this domain's counters.
+    pub fn stats(&self) -> Stats {
+        self.core().stats.snapshot()
     }
 }
 
@@ -75,14 +221,32 @@ impl<F: Flavor> Default for Domain<F> {
 
 impl<F: Flavor> Clone for Domain<F> {
     fn clone(&self) -> Self {
-        todo!()
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<F: Flavor> std::fmt::Debug for Domain<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain")
+            .field("flavor", &F::NAME)
+            .field("readers", &self.readers())
+            .field("pending", &self.pending())
+            .finish()
     }
 }
 
 impl Domain<Memb> {
     /// Whether readers run with compiler fences (membarrier) or full fences (fallback).
     pub fn mode(&self) -> MembMode {
-        todo!()
+        self.core().global.mode()
+    }
+
+    /// Whether this process can use membarrier (probed and registered once per process), and if
+    /// not, why: the reason a domain runs in [`MembMode::FenceFallback`] without being forced to.
+    pub fn membarrier_status() -> Result<(), crate::MembarrierError> {
+        crate::membarrier::init()
     }
 }
 
@@ -90,11 +254,45 @@ impl<F: Flavor> Reader<F> {
     /// Enters a read section (nestable).
     #[inline]
     pub fn read(&self) -> Guard<'_, F> {
-        todo!()
+        F::read_lock(&self.core.global, &self.slot);
+        Guard {
+            reader: self,
+            _not_send: PhantomData,
+        }
     }
+
     /// The domain this reader is registered with.
     pub fn domain(&self) -> &Domain<F> {
-        todo!()
+        &self.domain
+    }
+
+    /// `synchronize()` for a thread that holds this reader: identical to
+    /// [`Domain::synchronize`] for `memb`; for `qsbr` it goes offline around the wait (and back
+    /// online after), which `Domain::synchronize` from an online reader's thread must do.
+    /// Must not be called inside a read section.
+    pub fn synchronize(&self) {
+        F::reader_synchronize(
+            &self.core.global,
+            &self.slot,
+            &self.core.registry,
+            &self.core.stats,
+        );
+    }
+}
+
+impl<F: Flavor> Drop for Reader<F> {
+    fn drop(&mut self) {
+        let nesting = F::on_unregister(&self.slot);
+        self.core.registry.remove(&self.slot);
+        if cfg!(debug_assertions) && nesting != 0 && !std::thread::panicking() {
+            panic!("aspace-rcu: Reader dropped inside a read section (a guard was leaked)");
+        }
+    }
+}
+
+impl<F: Flavor> std::fmt::Debug for Reader<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("flavor", &F::NAME).finish()
     }
 }
 
@@ -102,14 +300,35 @@ impl Reader<Qsbr> {
     /// Announces a quiescent state: no reference from earlier read sections is held.
     #[inline]
     pub fn quiescent_state(&self) {
-        todo!()
+        crate::qsbr::quiescent_state(&self.core.global, &self.slot);
     }
+
     /// Goes offline (e.g. before blocking): grace periods no longer wait for this thread.
     pub fn offline(&self) {
-        todo!()
+        crate::qsbr::offline(&self.slot);
     }
+
     /// Comes back online after `offline()`.
     pub fn online(&self) {
-        todo!()
+        crate::qsbr::online(&self.core.global, &self.slot);
+    }
+
+    /// Whether this reader is online (grace periods wait for its quiescent states).
+    pub fn is_online(&self) -> bool {
+        self.slot.is_online()
+    }
+}
+
+impl<F: Flavor> Guard<'_, F> {
+    /// The reader this section belongs to.
+    pub fn reader(&self) -> &Reader<F> {
+        self.reader
+    }
+}
+
+impl<F: Flavor> Drop for Guard<'_, F> {
+    #[inline]
+    fn drop(&mut self) {
+        F::read_unlock(&self.reader.slot);
     }
 }

@@ -1,4 +1,20 @@
-//! The two RCU flavors (SKELETON: fixed surface).
+//! The two RCU flavors and the sealed trait through which `Domain` drives them.
+//!
+//! `Flavor` is the public, sealed marker; its supertrait `sealed::Sealed` carries the per-flavor
+//! machinery (the domain-wide grace-period state, the per-reader slot and the read-side and
+//! writer-side operations), so that `Domain<F>`, `Reader<F>` and `Guard<F>` are written once and
+//! monomorphised into the flavor's code with no dynamic dispatch on the read path.
+//!
+//! - `Memb` (`memb.rs`): thesis §4.4; read sections cost two plain stores and compiler fences.
+//! - `Qsbr` (`qsbr.rs`): read sections cost nothing; readers announce quiescent states.
+//!
+//! Not for: user-defined flavors (the trait is sealed).
+
+use crate::config::DomainConfig;
+use crate::memb::{self, MembGlobal, MembSlot};
+use crate::qsbr::{self, QsbrGlobal, QsbrSlot};
+use crate::registry::Registry;
+use crate::stats::Counters;
 
 /// A grace-period algorithm. Sealed: `Memb` and `Qsbr` are the only flavors.
 pub trait Flavor: Send + Sync + 'static + sealed::Sealed {
@@ -31,8 +47,116 @@ pub enum MembMode {
     FenceFallback,
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Memb {}
-    impl Sealed for super::Qsbr {}
+pub(crate) mod sealed {
+    use super::*;
+
+    /// The per-flavor machinery (crate-internal; unnameable outside the crate).
+    pub trait Sealed: Sized + Send + Sync + 'static {
+        /// Domain-wide grace-period state.
+        type Global: Send + Sync + 'static;
+        /// Per-reader slot, read by writers.
+        type Slot: Send + Sync + 'static;
+
+        fn new_global(config: &DomainConfig) -> Self::Global;
+        fn new_slot(global: &Self::Global) -> Self::Slot;
+        /// Makes a new slot active (qsbr: online) before it is inserted in the registry.
+        fn on_register(global: &Self::Global, slot: &Self::Slot);
+        /// Leaves the slot idle unconditionally (before removal from the registry); returns the
+        /// nesting depth it had (0 unless the reader was dropped inside a read section).
+        fn on_unregister(slot: &Self::Slot) -> usize;
+        fn read_lock(global: &Self::Global, slot: &Self::Slot);
+        fn read_unlock(slot: &Self::Slot);
+        fn synchronize(global: &Self::Global, registry: &Registry<Self::Slot>, stats: &Counters);
+        /// `synchronize()` on behalf of a registered reader (qsbr: offline around the wait).
+        fn reader_synchronize(
+            global: &Self::Global,
+            slot: &Self::Slot,
+            registry: &Registry<Self::Slot>,
+            stats: &Counters,
+        );
+    }
+
+    impl Sealed for Memb {
+        type Global = MembGlobal;
+        type Slot = MembSlot;
+
+        fn new_global(config: &DomainConfig) -> MembGlobal {
+            MembGlobal::new(crate::membarrier::mode(config.force_fence_fallback))
+        }
+        fn new_slot(global: &MembGlobal) -> MembSlot {
+            MembSlot::new(global)
+        }
+        fn on_register(_: &MembGlobal, _: &MembSlot) {}
+        fn on_unregister(slot: &MembSlot) -> usize {
+            let nesting = slot.nesting();
+            if nesting != 0 {
+                slot.force_idle();
+            }
+            nesting
+        }
+        #[inline(always)]
+        fn read_lock(global: &MembGlobal, slot: &MembSlot) {
+            memb::read_lock(global, slot);
+        }
+        #[inline(always)]
+        fn read_unlock(slot: &MembSlot) {
+            memb::read_unlock(slot);
+        }
+        fn synchronize(global: &MembGlobal, registry: &Registry<MembSlot>, stats: &Counters) {
+            memb::synchronize(global, registry, stats);
+        }
+        fn reader_synchronize(
+            global: &MembGlobal,
+            _: &MembSlot,
+            registry: &Registry<MembSlot>,
+            stats: &Counters,
+        ) {
+            memb::synchronize(global, registry, stats);
+        }
+    }
+
+    impl Sealed for Qsbr {
+        type Global = QsbrGlobal;
+        type Slot = QsbrSlot;
+
+        fn new_global(_: &DomainConfig) -> QsbrGlobal {
+            QsbrGlobal::new()
+        }
+        fn new_slot(_: &QsbrGlobal) -> QsbrSlot {
+            QsbrSlot::new()
+        }
+        fn on_register(global: &QsbrGlobal, slot: &QsbrSlot) {
+            qsbr::online(global, slot);
+        }
+        fn on_unregister(slot: &QsbrSlot) -> usize {
+            let nesting = slot.nesting();
+            qsbr::force_offline(slot);
+            nesting
+        }
+        #[inline(always)]
+        fn read_lock(_: &QsbrGlobal, slot: &QsbrSlot) {
+            qsbr::read_lock(slot);
+        }
+        #[inline(always)]
+        fn read_unlock(slot: &QsbrSlot) {
+            qsbr::read_unlock(slot);
+        }
+        fn synchronize(global: &QsbrGlobal, registry: &Registry<QsbrSlot>, stats: &Counters) {
+            qsbr::synchronize(global, registry, stats);
+        }
+        fn reader_synchronize(
+            global: &QsbrGlobal,
+            slot: &QsbrSlot,
+            registry: &Registry<QsbrSlot>,
+            stats: &Counters,
+        ) {
+            if slot.is_online() {
+                qsbr::offline(slot);
+                qsbr::synchronize(global, registry, stats);
+                qsbr::online(global, slot);
+            } else {
+                qsbr::synchronize(global, registry, stats);
+            }
+        }
+    }
 }

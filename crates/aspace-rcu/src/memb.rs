@@ -1,0 +1,253 @@
+//! The `memb` flavor: the user-space RCU of the thesis §4.4 (a Signal-URCU variant).
+//!
+//! # Reader
+//!
+//! Each reader owns one word in its registered slot: the nesting count in the low half and the
+//! reader group in bit [`GROUP`]. RCU-READ-LOCK stores `gp_ctr` (the current group with a
+//! nesting count of 1) into the word when it is the outermost lock, otherwise increments it;
+//! RCU-READ-UNLOCK decrements it. Both are plain (`Relaxed`) accesses to the reader's own
+//! cache line, separated from the read section by compiler barriers only (L and U). In fallback
+//! mode (no membarrier) L and U are `fence(SeqCst)`, which is liburcu's "mb" flavor.
+//!
+//! # Writer (RCU-SYNCHRONIZE, thesis §4.4, same line labels)
+//!
+//! ```text
+//!  E      fence(SeqCst); gp_in_progress = cur_gp
+//!         lock writer mutex
+//!         if cur_gp > gp_in_progress: return          // a full GP elapsed while we waited
+//!         cur_gp += 1
+//!  S      fence(SeqCst)
+//!  F-L    membarrier()                                // force a barrier in every running reader
+//!  A-F-L  fence(SeqCst)
+//!         WAIT-FOR-READERS(!group)                    // readers delayed into the next group
+//!         fence(SeqCst)
+//!         group = !group                              // the single flip
+//!         fence(SeqCst)
+//!         WAIT-FOR-READERS(old group)                 // pre-existing readers
+//!  F-U    membarrier()
+//!         unlock
+//! ```
+//!
+//! # Correctness argument
+//!
+//! Let W be a write that precedes `synchronize()` (e.g. unlinking an object) and R a read section
+//! of reader T. We must show: either R sees W (R started after the grace period began), or the
+//! writer waits until R has ended, and R's last access precedes the writer's return (F-U).
+//!
+//! 1. *F-L pairs with L (inside a section) or with S (outside).* membarrier makes T execute a
+//!    full barrier at some point P during F-L. If P falls between T's L and U, T's store of its
+//!    positive nesting word precedes P, and A-F-L (after F-L) makes the writer's subsequent loads
+//!    of T's word see it: the writer will wait for R if R is in the group it checks. If P falls
+//!    outside a read section, every later read section of T begins after P, and P is ordered after
+//!    S, so those sections see W (S orders W, and `cur_gp`, before F-L).
+//! 2. *Delayed readers.* A reader can load `gp_ctr` (old group) and store it into its word much
+//!    later, after a flip. Such a reader is "delayed" into the group that is about to become
+//!    current. Waiting for the non-current group to drain *before* the flip (thesis' idea from
+//!    SRCU) guarantees that when we flip, the group we then wait for contains every pre-existing
+//!    reader and the now-current group contains only readers that started after F-L, which
+//!    (by 1) see W. That is why one flip suffices where Signal URCU needs two.
+//! 3. *F-U pairs with U.* After the writer observed T's word leave the old group (or drop to 0),
+//!    F-U forces a barrier in T, ordering all of R's accesses (before U in program order) before
+//!    the writer's return, so the caller may free what R read.
+//! 4. *Early exit (E).* B reads `cur_gp` after its barrier E. If, once B holds the mutex,
+//!    `cur_gp > gp_in_progress`, some A incremented `cur_gp` after B's read: B's load is
+//!    coherence-ordered before A's increment, so B's E precedes A's S in the SeqCst order. Every
+//!    write of B before E is therefore ordered before A's F-L, and A's whole grace period (which
+//!    has completed: A released the mutex) covers B's writes exactly as it covers A's own (1-3).
+//!    If B read A's increment instead, `cur_gp == gp_in_progress` and B runs its own grace period.
+//!    Concurrent synchronizers therefore share grace periods: of any number of callers that queue
+//!    on the mutex during A's grace period, the first runs one more and the others exit early.
+//!
+//! The same protocol with real fences at L and U is what the loom models check (`tests/loom.rs`,
+//! see `membarrier.rs` for why that is the exact stand-in).
+//!
+//! Not for: readers that block for long (they delay every grace period; use qsbr `offline()` or
+//! keep sections short).
+
+use crate::flavor::MembMode;
+use crate::membarrier::force_mb_in_threads;
+use crate::registry::{Registry, SlotRef};
+use crate::stats::Counters;
+use crate::sync::{fence, reader_light_barrier, AtomicUsize, Mutex};
+use crate::wait::WaitBackoff;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+/// The reader-group bit of a reader word (liburcu's `RCU_GP_CTR_PHASE`).
+pub(crate) const GROUP: usize = 1 << (usize::BITS / 2);
+/// The nesting-count bits of a reader word.
+pub(crate) const NEST_MASK: usize = GROUP - 1;
+
+/// A `memb` reader's slot.
+pub struct MembSlot {
+    /// Nesting count | reader group. Written only by the owning reader; read by writers.
+    word: AtomicUsize,
+    /// Fallback mode: L and U are full fences.
+    full_fences: bool,
+    /// Debug: token of the thread that last entered an outermost read section.
+    #[cfg(all(debug_assertions, not(loom)))]
+    owner: std::sync::atomic::AtomicUsize,
+}
+
+impl MembSlot {
+    pub(crate) fn new(global: &MembGlobal) -> Self {
+        Self {
+            word: AtomicUsize::new(0),
+            full_fences: global.mode == MembMode::FenceFallback,
+            #[cfg(all(debug_assertions, not(loom)))]
+            owner: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Current nesting depth (0 outside read sections). Exact when called by the owner.
+    pub(crate) fn nesting(&self) -> usize {
+        self.word.load(Relaxed) & NEST_MASK
+    }
+
+    /// Resets the slot to "not reading" (used when a reader is dropped inside a section).
+    pub(crate) fn force_idle(&self) {
+        reader_light_barrier(self.full_fences);
+        self.word.store(0, Relaxed);
+    }
+}
+
+/// A `memb` domain's grace-period state.
+pub struct MembGlobal {
+    /// The current reader group with a nesting count of 1: what an outermost read lock stores.
+    /// Read by every reader's outermost lock, so it sits alone on its cache line.
+    gp_ctr: CachePadded<AtomicUsize>,
+    /// Number of the most recent grace period started (thesis *cur-gp*). Written under
+    /// `writer`; read before it (barrier E).
+    cur_gp: AtomicUsize,
+    mode: MembMode,
+    /// The writer mutex; it guards the reusable snapshot buffer.
+    writer: Mutex<Vec<SlotRef<MembSlot>>>,
+}
+
+impl MembGlobal {
+    pub(crate) fn new(mode: MembMode) -> Self {
+        Self {
+            gp_ctr: CachePadded::new(AtomicUsize::new(1)),
+            cur_gp: AtomicUsize::new(0),
+            mode,
+            writer: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn mode(&self) -> MembMode {
+        self.mode
+    }
+}
+
+/// RCU-READ-LOCK.
+#[inline(always)]
+pub(crate) fn read_lock(global: &MembGlobal, slot: &MembSlot) {
+    let word = slot.word.load(Relaxed);
+    if word & NEST_MASK == 0 {
+        // Relaxed: the reader's own word; ordered against the section by barrier L below (and,
+        // for the writer, by F-L/A-F-L, see the module doc).
+        slot.word.store(global.gp_ctr.load(Relaxed), Relaxed);
+        #[cfg(all(debug_assertions, not(loom)))]
+        slot.owner.store(crate::owner::current(), Relaxed);
+        // Barrier L: the word store above precedes the section's loads.
+        reader_light_barrier(slot.full_fences);
+    } else {
+        debug_assert!(
+            word & NEST_MASK < NEST_MASK,
+            "RCU read sections nested too deeply"
+        );
+        slot.word.store(word + 1, Relaxed);
+    }
+}
+
+/// RCU-READ-UNLOCK.
+#[inline(always)]
+pub(crate) fn read_unlock(slot: &MembSlot) {
+    let word = slot.word.load(Relaxed);
+    debug_assert!(word & NEST_MASK > 0, "RCU read unlock without lock");
+    if word & NEST_MASK == 1 {
+        // Barrier U: the section's accesses precede the store that ends it.
+        reader_light_barrier(slot.full_fences);
+    }
+    slot.word.store(word - 1, Relaxed);
+}
+
+/// IS-PREEXISTING-READER: inside a section and associated with `group`.
+fn is_reader_of(slot: &MembSlot, group: usize) -> bool {
+    let word = slot.word.load(Relaxed);
+    word & NEST_MASK != 0 && word & GROUP == group
+}
+
+/// WAIT-FOR-READERS(group).
+fn wait_for_readers(slots: &[SlotRef<MembSlot>], group: usize) {
+    for slot in slots {
+        let mut backoff = WaitBackoff::new();
+        // Relaxed: ordering with the reader's section comes from the fences around this loop
+        // (A-F-L before, the flip fences and F-U after).
+        while is_reader_of(slot, group) {
+            backoff.pause();
+        }
+    }
+}
+
+/// Debug builds: panics if the calling thread is inside a read section of this domain.
+#[cfg(all(debug_assertions, not(loom)))]
+fn debug_check_not_reading(registry: &Registry<MembSlot>) {
+    let me = crate::owner::current();
+    let mut slots = Vec::new();
+    registry.snapshot_into(&mut slots);
+    for slot in &slots {
+        if slot.nesting() != 0 && slot.owner.load(Relaxed) == me {
+            panic!(
+                "aspace-rcu: synchronize() called inside a read section of the same domain \
+                 (it would wait for itself forever)"
+            );
+        }
+    }
+}
+
+/// RCU-SYNCHRONIZE (see the module doc for the labels and the argument).
+pub(crate) fn synchronize(global: &MembGlobal, registry: &Registry<MembSlot>, stats: &Counters) {
+    #[cfg(all(debug_assertions, not(loom)))]
+    debug_check_not_reading(registry);
+
+    // E: SeqCst; the caller's writes precede the read of cur_gp; pairs with S of the grace period
+    // that may serve us (early-exit argument, point 4).
+    fence(SeqCst);
+    let gp_in_progress = global.cur_gp.load(Relaxed);
+    Counters::bump(&stats.synchronize_calls, 1);
+
+    let mut snapshot = global.writer.lock();
+    let completed_gp = global.cur_gp.load(Relaxed);
+    if completed_gp.wrapping_sub(gp_in_progress) as isize > 0 {
+        Counters::bump(&stats.early_exits, 1);
+        return;
+    }
+    global.cur_gp.store(completed_gp.wrapping_add(1), Relaxed);
+    Counters::bump(&stats.grace_periods, 1);
+
+    // S: SeqCst; orders the caller's writes and the cur_gp increment before F-L; pairs with E of
+    // concurrent synchronizers and (through F-L) with readers that start after F-L.
+    fence(SeqCst);
+    // F-L: forces a barrier in every running reader; pairs with L of readers inside a section
+    // (making their word visible to A-F-L) and with S for readers outside one.
+    force_mb_in_threads(global.mode);
+    // A-F-L: SeqCst; our loads of reader words below come after the forced barriers.
+    fence(SeqCst);
+
+    // Every pre-existing reader registered before this point (registry.rs).
+    registry.snapshot_into(&mut snapshot);
+    let current = global.gp_ctr.load(Relaxed);
+    // Wait for readers delayed into the group we are about to make current.
+    wait_for_readers(&snapshot, (current ^ GROUP) & GROUP);
+    // SeqCst: the waits above are not mixed with the flip below.
+    fence(SeqCst);
+    global.gp_ctr.store(current ^ GROUP, Relaxed);
+    // SeqCst: the flip precedes the loads of the wait below.
+    fence(SeqCst);
+    wait_for_readers(&snapshot, current & GROUP);
+    // F-U: forces a barrier in every running reader; pairs with U: every access of the sections
+    // we waited for precedes our return (and the caller's frees).
+    force_mb_in_threads(global.mode);
+    snapshot.clear();
+}

@@ -1,0 +1,131 @@
+//! The one audited module that issues the raw `membarrier(2)` system call.
+//!
+//! At the first `memb` domain creation the process asks the kernel which commands it supports
+//! (`MEMBARRIER_CMD_QUERY`) and, if `MEMBARRIER_CMD_PRIVATE_EXPEDITED` is among them, registers
+//! the process for it (`MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED`). Registration is
+//! process-wide and permanent, so the outcome is computed once and cached.
+//!
+//! [`force_mb_in_threads`] is the thesis' FORCE-MB-IN-THREADS (§4.4): after it returns, every
+//! thread of this process that was running during the call has executed a full memory barrier
+//! (the kernel IPIs the CPUs running our threads; threads not running pass through the
+//! scheduler, which is a full barrier). The caller itself is also ordered by the syscall.
+//!
+//! Loom stand-in: under `--cfg loom` there is no system call. The model gives every reader a
+//! `fence(SeqCst)` at barriers L and U (see `sync::reader_light_barrier`) and makes
+//! `force_mb_in_threads` a `fence(SeqCst)` in the writer. This is the exact stand-in, not an
+//! approximation in the protocol's favour: what membarrier guarantees is that, for each reader,
+//! the reader's compiler barrier at L or U behaves as a full barrier with respect to the
+//! writer's F-L / F-U, i.e. that the SeqCst fence order places the reader's barrier either
+//! before or after the writer's forced barrier. A reader with a real SeqCst fence at L and U
+//! gives precisely that total order and nothing more (it does not add ordering between two
+//! accesses inside one read section, which membarrier does not provide either).
+//!
+//! Not for: anything but the `memb` flavor's writer side.
+
+use crate::flavor::MembMode;
+
+/// Why the membarrier mode is not available (the domain then runs in fence-fallback mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MembarrierError {
+    /// The query command failed (kernel without membarrier, or a sandbox that filters it).
+    #[error("membarrier(MEMBARRIER_CMD_QUERY) failed with errno {0}")]
+    QueryFailed(i32),
+    /// The kernel does not offer `MEMBARRIER_CMD_PRIVATE_EXPEDITED`.
+    #[error("membarrier(2) does not support MEMBARRIER_CMD_PRIVATE_EXPEDITED")]
+    PrivateExpeditedUnsupported,
+    /// Registering for private expedited barriers failed.
+    #[error("membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) failed with errno {0}")]
+    RegisterFailed(i32),
+    /// Not a Linux target.
+    #[error("membarrier(2) is Linux-only")]
+    NotLinux,
+}
+
+#[cfg(all(target_os = "linux", not(loom)))]
+mod sys {
+    //! Raw command numbers from `<linux/membarrier.h>` (the libc crate does not export them).
+    pub const CMD_QUERY: libc::c_int = 0;
+    pub const CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    pub const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    /// `membarrier(cmd, 0, 0)`; `Err(errno)` on failure.
+    pub fn membarrier(cmd: libc::c_int) -> Result<libc::c_long, i32> {
+        // SAFETY: membarrier takes only integer arguments (cmd, flags = 0, cpu_id = 0) and
+        // touches no memory of ours; any failure is reported through the return value.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_int,
+                0 as libc::c_int,
+            )
+        };
+        if ret < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        } else {
+            Ok(ret)
+        }
+    }
+}
+
+/// Queries and registers (once per process); the mode every `memb` domain then uses.
+pub(crate) fn init() -> Result<(), MembarrierError> {
+    #[cfg(loom)]
+    {
+        // The loom build models membarrier with fences (module doc); nothing to register.
+        Ok(())
+    }
+    #[cfg(all(target_os = "linux", not(loom)))]
+    {
+        static STATE: std::sync::OnceLock<Result<(), MembarrierError>> = std::sync::OnceLock::new();
+        *STATE.get_or_init(|| {
+            let supported =
+                sys::membarrier(sys::CMD_QUERY).map_err(MembarrierError::QueryFailed)?;
+            if supported & libc::c_long::from(sys::CMD_PRIVATE_EXPEDITED) == 0 {
+                return Err(MembarrierError::PrivateExpeditedUnsupported);
+            }
+            sys::membarrier(sys::CMD_REGISTER_PRIVATE_EXPEDITED)
+                .map_err(MembarrierError::RegisterFailed)?;
+            // Prove the command works before any reader relies on it.
+            sys::membarrier(sys::CMD_PRIVATE_EXPEDITED).map_err(MembarrierError::RegisterFailed)?;
+            Ok(())
+        })
+    }
+    #[cfg(all(not(target_os = "linux"), not(loom)))]
+    {
+        Err(MembarrierError::NotLinux)
+    }
+}
+
+/// The mode a new domain gets: `Membarrier` when [`init`] succeeded and it is not forced off.
+pub(crate) fn mode(force_fallback: bool) -> MembMode {
+    if !force_fallback && init().is_ok() {
+        MembMode::Membarrier
+    } else {
+        MembMode::FenceFallback
+    }
+}
+
+/// FORCE-MB-IN-THREADS (thesis §4.4, lines 11 and 20 of RCU-SYNCHRONIZE: F-L and F-U).
+///
+/// In fallback mode the readers issue real fences, so the writer only needs its own fence.
+pub(crate) fn force_mb_in_threads(mode: MembMode) {
+    use crate::sync::fence;
+    use std::sync::atomic::Ordering::SeqCst;
+    // SeqCst: orders the writer's preceding accesses before the forced reader barriers (and,
+    // in fallback mode, is the writer's half of the fence pairs with readers' L/U fences).
+    fence(SeqCst);
+    #[cfg(all(target_os = "linux", not(loom)))]
+    if mode == MembMode::Membarrier {
+        // Registration succeeded in init() (the only way to get this mode), after which the
+        // command cannot fail; a failure would mean the kernel broke its contract.
+        if let Err(errno) = sys::membarrier(sys::CMD_PRIVATE_EXPEDITED) {
+            panic!("membarrier(PRIVATE_EXPEDITED) failed after registration: errno {errno}");
+        }
+    }
+    #[cfg(any(not(target_os = "linux"), loom))]
+    let _ = mode;
+    // SeqCst: orders the writer's following accesses (reads of reader words, frees) after the
+    // forced reader barriers.
+    fence(SeqCst);
+}

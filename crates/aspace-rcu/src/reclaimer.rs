@@ -1,0 +1,293 @@
+//! Deferred reclamation: the callback queue and the reclaimer thread that drains it in batches.
+//!
+//! # Queue
+//!
+//! `call()`, `defer_drop()` and `defer_free()` push an [`Entry`] onto one mutex-protected `Vec`
+//! and bump `queued`. The enqueue path is a lock, a push and an unlock: no system call and no
+//! condvar notification, except when the reclaimer is asleep on an empty queue (the first entry
+//! wakes it) or is gathering a batch and the queue just reached `batch_size`. A typed free
+//! (`defer_free`, `defer_drop`) is stored as a pointer plus a monomorphised drop function, so it
+//! costs no allocation of its own; `call()` boxes its closure.
+//!
+//! # Reclaimer
+//!
+//! One thread per domain. It sleeps on a condvar while the queue is empty; once something is
+//! queued it waits at most `batch_delay` for a batch to gather (or not at all when `batch_size`
+//! entries are queued, a `barrier()` is waiting, or the domain is shutting down), then swaps the
+//! whole queue out (double buffering, no allocation in steady state), runs ONE `synchronize()`
+//! for the batch, runs the callbacks in FIFO order, and sets `completed` to the number of the
+//! last entry it took. `barrier()` reads `queued` and waits on a second condvar until
+//! `completed` reaches it; `pending()` is `queued - completed`.
+//!
+//! A panicking callback is caught and counted (`Stats::callback_panics`); the reclaimer goes on.
+//!
+//! # Lifetime
+//!
+//! The thread holds only an `Arc` of the domain's core (registry, grace-period state, queue),
+//! never a handle: the domain shuts down when its last `Domain` or `Reader` handle drops. The
+//! dropping thread sets `shutdown`, wakes the reclaimer and joins it; the reclaimer drains every
+//! pending callback first (after a grace period), so nothing leaks. If the last handle is dropped
+//! by a callback on the reclaimer thread itself, the thread is detached instead of joined and
+//! drains the queue the same way before it exits.
+//!
+//! There is no blocking back-pressure: the enqueuer may be a registered reader (a qsbr thread
+//! online, or a memb thread inside a read section), and blocking it until the reclaimer's grace
+//! period completes would deadlock. Garbage is bounded instead by waking the reclaimer at
+//! `batch_size`.
+//!
+//! Under loom there is no reclaimer thread: `barrier()` and the domain's drop run the queue
+//! inline on the calling thread (loom models check `synchronize()` directly).
+//!
+//! Not for: work that must run on a particular thread, or that calls `barrier()` (from the
+//! reclaimer thread it would wait for itself: it panics instead).
+
+use crate::stats::Counters;
+use crate::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// One deferred action.
+pub(crate) enum Entry {
+    /// Drop the `Box<T>` behind `ptr` with `drop_fn::<T>`.
+    Free {
+        ptr: *mut (),
+        drop_fn: unsafe fn(*mut ()),
+    },
+    /// Run a closure.
+    Call(Box<dyn FnOnce() + Send>),
+}
+
+// SAFETY: `Free` entries are made only by `free_box::<T>` with `T: Send` from a pointer whose
+// ownership was transferred to the queue (the `defer_free`/`defer_drop` contracts), so running
+// `drop_fn` on another thread is dropping a `Box<T: Send>` there. `Call` is `Send` already.
+unsafe impl Send for Entry {}
+
+impl Entry {
+    /// An entry that drops `Box::from_raw(ptr)`.
+    ///
+    /// # Safety
+    /// `ptr` came from `Box::<T>::into_raw`, and ownership of it passes to the entry.
+    pub(crate) unsafe fn free_box<T: Send + 'static>(ptr: *mut T) -> Self {
+        /// # Safety
+        /// `ptr` is a `Box<T>` pointer owned by the caller, dropped exactly once here.
+        unsafe fn drop_box<T>(ptr: *mut ()) {
+            // SAFETY: per this function's contract, `ptr` is an owned `Box<T>` pointer.
+            drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
+        }
+        Entry::Free {
+            ptr: ptr.cast(),
+            drop_fn: drop_box::<T>,
+        }
+    }
+
+    fn run(self) {
+        match self {
+            // SAFETY: the entry owns `ptr` and `drop_fn` is the matching `drop_box::<T>`
+            // (`free_box`'s contract); running consumes the entry, so it runs once.
+            Entry::Free { ptr, drop_fn } => unsafe { drop_fn(ptr) },
+            Entry::Call(f) => f(),
+        }
+    }
+}
+
+/// What the reclaimer is doing (decides whether an enqueuer must notify it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(loom, allow(dead_code))]
+enum Phase {
+    /// Running or about to re-check the queue: nobody needs to wake it.
+    Busy,
+    /// Asleep with an empty queue: the next entry wakes it.
+    Idle,
+    /// Asleep (with a timeout) gathering a batch: woken at `batch_size`.
+    Gathering,
+}
+
+struct State {
+    entries: Vec<Entry>,
+    /// Entries ever queued.
+    queued: u64,
+    /// Entries ever run (a prefix of the queued ones).
+    completed: u64,
+    phase: Phase,
+    /// A `barrier()` (or drop) wants the queue run now.
+    urgent: bool,
+    /// Threads blocked in `barrier()`.
+    barrier_waiters: usize,
+    shutdown: bool,
+}
+
+/// The callback queue of one domain.
+pub(crate) struct Queue {
+    state: Mutex<State>,
+    /// The reclaimer sleeps here.
+    work: Condvar,
+    /// `barrier()` callers sleep here.
+    done: Condvar,
+    batch_size: usize,
+    #[cfg_attr(loom, allow(dead_code))]
+    batch_delay: Duration,
+}
+
+impl Queue {
+    pub(crate) fn new(batch_size: usize, batch_delay: Duration) -> Self {
+        Self {
+            state: Mutex::new(State {
+                entries: Vec::new(),
+                queued: 0,
+                completed: 0,
+                phase: Phase::Busy,
+                urgent: false,
+                barrier_waiters: 0,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            batch_size: batch_size.max(1),
+            batch_delay,
+        }
+    }
+
+    /// Queues `entry`; wakes the reclaimer only if it sleeps on an empty queue or the batch is full.
+    #[inline]
+    pub(crate) fn push(&self, entry: Entry) {
+        let mut st = self.state.lock();
+        st.entries.push(entry);
+        st.queued += 1;
+        let wake = match st.phase {
+            Phase::Busy => false,
+            Phase::Idle => true,
+            Phase::Gathering => st.entries.len() >= self.batch_size,
+        };
+        if wake {
+            st.phase = Phase::Busy;
+        }
+        drop(st);
+        if wake {
+            self.work.notify_one();
+        }
+    }
+
+    /// Callbacks queued and not yet run.
+    pub(crate) fn pending(&self) -> usize {
+        let st = self.state.lock();
+        (st.queued - st.completed) as usize
+    }
+
+    /// Waits until every entry queued before the call has run (threaded reclaimer).
+    #[cfg(not(loom))]
+    pub(crate) fn barrier(&self) {
+        let mut st = self.state.lock();
+        let target = st.queued;
+        if st.completed >= target {
+            return;
+        }
+        st.urgent = true;
+        if st.phase != Phase::Busy {
+            st.phase = Phase::Busy;
+            self.work.notify_one();
+        }
+        st.barrier_waiters += 1;
+        while st.completed < target {
+            st = self.done.wait(st);
+        }
+        st.barrier_waiters -= 1;
+    }
+
+    /// Asks the reclaimer to drain everything and exit.
+    pub(crate) fn request_shutdown(&self) {
+        let mut st = self.state.lock();
+        st.shutdown = true;
+        st.phase = Phase::Busy;
+        drop(st);
+        self.work.notify_one();
+    }
+
+    /// Takes every queued entry into `batch` (which must be empty); returns the sequence number
+    /// of the last one.
+    fn take(st: &mut State, batch: &mut Vec<Entry>) -> u64 {
+        debug_assert!(batch.is_empty());
+        st.urgent = false;
+        std::mem::swap(&mut st.entries, batch);
+        st.queued
+    }
+
+    /// Runs `batch` (after the caller's grace period) and publishes `upto` as completed.
+    fn finish(&self, batch: &mut Vec<Entry>, upto: u64, stats: &Counters) {
+        let n = batch.len() as u64;
+        let mut panics = 0;
+        for entry in batch.drain(..) {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| entry.run())).is_err() {
+                panics += 1;
+            }
+        }
+        // A burst must not pin a huge buffer forever.
+        if batch.capacity() > 64 * 1024 {
+            batch.shrink_to(1024);
+        }
+        Counters::bump(&stats.batches, 1);
+        Counters::bump(&stats.callbacks_run, n);
+        if panics > 0 {
+            Counters::bump(&stats.callback_panics, panics);
+        }
+        let mut st = self.state.lock();
+        st.completed = upto;
+        let notify = st.barrier_waiters > 0;
+        drop(st);
+        if notify {
+            self.done.notify_all();
+        }
+    }
+
+    /// The reclaimer thread's body: returns after shutdown, once the queue is empty.
+    #[cfg(not(loom))]
+    pub(crate) fn run(&self, synchronize: impl Fn(), stats: &Counters) {
+        use std::time::Instant;
+        let mut batch = Vec::new();
+        loop {
+            let mut st = self.state.lock();
+            let mut deadline: Option<Instant> = None;
+            loop {
+                if st.entries.is_empty() {
+                    if st.shutdown {
+                        return;
+                    }
+                    deadline = None;
+                    st.phase = Phase::Idle;
+                    st = self.work.wait(st);
+                    st.phase = Phase::Busy;
+                    continue;
+                }
+                if st.urgent || st.shutdown || st.entries.len() >= self.batch_size {
+                    break;
+                }
+                let now = Instant::now();
+                let due = *deadline.get_or_insert(now + self.batch_delay);
+                if now >= due {
+                    break;
+                }
+                st.phase = Phase::Gathering;
+                st = self.work.wait_timeout(st, due - now);
+                st.phase = Phase::Busy;
+            }
+            let upto = Self::take(&mut st, &mut batch);
+            drop(st);
+            synchronize();
+            self.finish(&mut batch, upto, stats);
+        }
+    }
+
+    /// Runs everything queued so far on the calling thread (loom builds: `barrier()` and drop).
+    #[cfg(loom)]
+    pub(crate) fn run_inline(&self, synchronize: impl Fn(), stats: &Counters) {
+        let mut batch = Vec::new();
+        loop {
+            let mut st = self.state.lock();
+            if st.entries.is_empty() {
+                return;
+            }
+            let upto = Self::take(&mut st, &mut batch);
+            drop(st);
+            synchronize();
+            self.finish(&mut batch, upto, stats);
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The loom shim: the atomics, mutexes, fences and thread primitives the RCU protocols use.
+//!
+//! Under `--cfg loom` everything here comes from `loom`, so the very code of the grace-period
+//! protocols (`memb.rs`, `qsbr.rs`, `registry.rs`) is what the loom models in `tests/loom.rs`
+//! check; otherwise it is `std`. Two helpers carry the one deliberate difference between the
+//! real build and the model:
+//!
+//! - [`reader_light_barrier`]: a `memb` reader's barriers L and U. In the real build it is a
+//!   compiler fence only (the writer's `membarrier()` promotes it to a full barrier when it
+//!   matters, thesis §4.4); under loom it is `fence(SeqCst)`, the membarrier stand-in, because
+//!   loom has no membarrier (see `membarrier.rs` for why this is the exact stand-in).
+//! - [`spin_wait_yield`]: under loom, every wait loop must yield to the model scheduler.
+//!
+//! `Mutex` and `Condvar` wrap the std/loom types with a poison-free `lock()`: a panic inside a
+//! critical section (e.g. a debug-build misuse detection) must not wedge the domain.
+//!
+//! Not for: statistics counters (always std atomics, they are not part of any protocol).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicUsize};
+
+#[cfg(loom)]
+use loom::sync as inner;
+#[cfg(not(loom))]
+use std::sync as inner;
+
+pub(crate) use inner::MutexGuard;
+
+/// A mutex whose `lock()` ignores poisoning (the protected state is valid after any panic that
+/// can occur while it is held: those panics are misuse reports raised before any mutation).
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(inner::Mutex<T>);
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(inner::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A condition variable over [`Mutex`], poison-free like it.
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(inner::Condvar);
+
+#[cfg_attr(loom, allow(dead_code))]
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        Self(inner::Condvar::new())
+    }
+
+    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn wait_timeout<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        dur: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        match self.0.wait_timeout(guard, dur) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
+    pub(crate) fn notify_one(&self) {
+        self.0.notify_one();
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
+/// Barrier L / U of a `memb` reader (thesis §4.4, RCU-READ-LOCK line 5, RCU-READ-UNLOCK line 1).
+///
+/// `full == false` (membarrier mode): a compiler fence only. The writer's
+/// `membarrier(PRIVATE_EXPEDITED)` (F-L, F-U) turns it into a full barrier whenever the writer
+/// needs one. `full == true` (fallback mode): a real `fence(SeqCst)`, pairing directly with the
+/// writer's fences S, A-F-L and the one after WAIT-FOR-READERS.
+///
+/// Under loom this is always `fence(SeqCst)`: the membarrier stand-in.
+#[inline(always)]
+pub(crate) fn reader_light_barrier(full: bool) {
+    #[cfg(loom)]
+    {
+        let _ = full;
+        // SeqCst: loom's membarrier stand-in; pairs with the writer's F-L / F-U fences.
+        fence(std::sync::atomic::Ordering::SeqCst);
+    }
+    #[cfg(not(loom))]
+    {
+        if full {
+            // SeqCst: fallback reader barrier; pairs with the writer's fences S/A-F-L (at L)
+            // and with the fence after WAIT-FOR-READERS / F-U (at U).
+            fence(std::sync::atomic::Ordering::SeqCst);
+        } else {
+            // Compiler-only: the writer's membarrier() is the hardware half (F-L, F-U).
+            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Under loom, a wait loop's iteration: hands control to the model scheduler.
+#[cfg(loom)]
+pub(crate) fn spin_wait_yield() {
+    loom::thread::yield_now();
+}
