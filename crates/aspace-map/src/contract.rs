@@ -26,6 +26,7 @@ use std::ops::{ControlFlow, Deref, Range};
 pub const PAGE_SIZE: u64 = 4096;
 
 /// Exclusive upper bound of the key space (the last page of `u64` is not mappable).
+#[allow(clippy::identity_op)] // `u64::MAX & mask` states the intent: the top page is cut off.
 pub const KEY_SPACE_END: u64 = u64::MAX & !(PAGE_SIZE - 1);
 
 /// A non-empty, page-aligned, half-open interval `[start, end)` inside the key space.

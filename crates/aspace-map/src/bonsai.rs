@@ -1,0 +1,276 @@
+//! `BonsaiMap`: the Bonsai RCU balanced tree (ASPLOS'12 §3) as an interval map.
+//!
+//! Algorithm. A weight-balanced (Adams bounded-balance) binary search tree keyed by interval
+//! start, updated functionally: an update rebuilds the path from the change to the root with new
+//! nodes and rotations that construct new nodes (Fig. 5-8), except that, per §3.3, where no
+//! rotation is needed the new child is stored into the existing parent: one `Release` pointer
+//! store commits each step (`bonsai/update.rs`, `bonsai/balance.rs`). Replaced nodes are unlinked,
+//! never modified, and freed after an RCU grace period; all nodes one `map`/`alloc` unlinks go to
+//! the domain in one `defer_drop` batch. Queries are the Fig. 9 lookup turned into a predecessor
+//! search (greatest start `<= addr`, then check the end): no lock, no allocation, no atomic
+//! read-modify-write, only `Acquire` loads of the root and child pointers (`bonsai/tree.rs`).
+//!
+//! Locking and RCU contract:
+//! - `query`/`visit`: lock-free, under the caller's read guard of `domain()`; returned references
+//!   live as long as the guard.
+//! - `map`/`alloc`: serialized by ONE writer `Mutex`; they read the tree with the lock held and
+//!   retire nodes into a batch handed to the domain after the lock is released.
+//! - `len`: a counter written under the writer lock, read with `Relaxed` (a snapshot).
+//!
+//! What readers may observe during an update. `alloc`, and a `map` whose range covers exactly
+//! one existing interval or nothing (a fresh map, a value change of a whole interval, an unmap of
+//! a whole interval) publish in one step (plus rotations above it, which preserve the set of
+//! intervals): readers see the map before or after. A `map` that trims, splits or removes
+//! several intervals is a sequence of steps (insert/replace/delete of one node each, each with
+//! its own commit, "multiple rotations commit separately"), ordered so that:
+//! 1. the surviving tail of an interval that would otherwise lose its node (a split, or an
+//!    interval starting at `range.start`) is inserted first, as its own node;
+//! 2. then the new interval is inserted (or replaces the node starting at `range.start`);
+//! 3. then the surviving head is trimmed, the intervals inside `range` are removed one by one and
+//!    the last one's surviving tail replaces it.
+//!
+//! Hence, for a concurrent reader: an interval the update does not touch is always found; an
+//! address outside `range` that stays mapped is always found with its (unchanged) value (heads
+//! and tails never disappear); an address inside `range` answers its old mapping, then its new
+//! one (the new value or nothing), never old again, but different addresses of `range` switch at
+//! different steps (some overlapped intervals may already be trimmed or removed while others are
+//! not yet); every answer is an interval that was present before or after the update with its
+//! value; nodes are never torn. Between steps the set of intervals may transiently overlap (the
+//! new interval beside a not yet trimmed one), which `visit` may report; the `bonsai` address
+//! space design revalidates under its page-table lock and retries, as the paper's §5.3.
+//!
+//! Not for: interval locking (no `IntervalLocking`); scalable updates (one writer at a time).
+
+mod balance;
+#[cfg(all(test, loom))]
+mod loom_tests;
+mod node;
+mod retire;
+mod tree;
+mod update;
+
+use crate::contract::{Interval, IntervalMap, MapError};
+use crate::gap::FirstFit;
+use crate::sync::{AtomicUsize, Ordering};
+use crate::validate::check_alloc;
+use aspace_rcu::{Domain, Guard};
+use node::Node;
+use parking_lot::Mutex;
+use retire::Retired;
+use std::ops::{ControlFlow, Range};
+use tree::RawTree;
+use update::Update;
+
+/// The Bonsai RCU interval map (see the module doc).
+pub struct BonsaiMap<V> {
+    tree: RawTree<V>,
+    /// The single writer lock: held by `map`/`alloc` for the whole update.
+    writer: Mutex<()>,
+    /// Number of intervals. Written under `writer`; `Relaxed` (a counter, no ordering).
+    count: AtomicUsize,
+    domain: Domain,
+}
+
+impl<V> BonsaiMap<V> {
+    /// An empty map whose replaced nodes are reclaimed through `domain` and whose readers use
+    /// guards of it.
+    pub fn new(domain: Domain) -> Self {
+        Self {
+            tree: RawTree::new(),
+            writer: Mutex::new(()),
+            count: AtomicUsize::new(0),
+            domain,
+        }
+    }
+}
+
+impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
+    /// Checks the tree: BST order, disjoint intervals, subtree sizes recomputed from scratch,
+    /// Adams' weight balance at every node, and the interval count. Panics on a violation.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let _w = self.writer.lock();
+        // SAFETY: the writer lock is held.
+        let n = unsafe { self.tree.check() };
+        assert_eq!(n, self.count.load(Ordering::Relaxed), "interval count");
+    }
+
+    /// Hands an update's unlinked nodes to the domain (one callback per update).
+    fn reclaim(&self, retired: Retired<V>) {
+        if !retired.is_empty() {
+            self.domain.defer_drop(retired);
+        }
+    }
+
+    /// Runs `f` as one update under the writer lock, then reclaims what it unlinked.
+    fn update<R>(&self, f: impl FnOnce(&mut Update<'_, V>) -> R) -> R {
+        let (r, retired) = {
+            let _w = self.writer.lock();
+            // SAFETY: the writer lock is held for the update's lifetime, so this is the only
+            // writer; the batch is freed by the domain after a grace period.
+            let mut up = unsafe { Update::new(&self.tree) };
+            let r = f(&mut up);
+            (r, up.finish())
+        };
+        self.reclaim(retired);
+        r
+    }
+
+    /// The `map` decomposition into steps (see the module doc for the order and its rationale).
+    ///
+    /// # Preconditions
+    /// Runs inside `update`, i.e. with the writer lock held.
+    fn map_locked(&self, up: &mut Update<'_, V>, range: Interval, value: Option<V>) {
+        let Interval { start: s, end: e } = range;
+        let mut over: Vec<*mut Node<V>> = Vec::new();
+        // SAFETY: the writer lock is held; nodes reached stay allocated until this update's batch
+        // is freed after a grace period, i.e. after this function returns.
+        let _ = unsafe {
+            self.tree.walk(s, e, &mut |n| {
+                over.push(n as *const Node<V> as *mut Node<V>);
+                ControlFlow::Continue(())
+            })
+        };
+        let Some((&first_p, &last_p)) = over.first().zip(over.last()) else {
+            if let Some(v) = value {
+                up.insert(s, e, v);
+                self.count.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        };
+        let (first, last) = (update::node(first_p), update::node(last_p));
+        let head = first.start < s;
+        let tail = last.end > e;
+        // Step 1: a surviving tail whose node cannot be re-keyed to `e` gets its own node first.
+        let tail_inserted = tail && (last.start < s || (last.start == s && value.is_some()));
+        let mut added = 0usize;
+        let mut removed = 0usize;
+        if tail_inserted {
+            up.insert(e, last.end, last.value.clone());
+            added += 1;
+        }
+        // Step 2: the new interval.
+        let mut first_replaced = false;
+        if let Some(v) = value {
+            if first.start == s {
+                up.replace(s, s, e, v);
+                first_replaced = true;
+            } else {
+                up.insert(s, e, v);
+                added += 1;
+            }
+        }
+        // Step 3: trim the head, remove the middle, re-key the tail.
+        if head {
+            up.replace(first.start, first.start, s, first.value.clone());
+        }
+        let last_i = over.len() - 1;
+        for (i, &p) in over.iter().enumerate() {
+            if i == 0 && (head || first_replaced) {
+                continue;
+            }
+            let n = update::node(p);
+            if i == last_i && tail && !tail_inserted {
+                up.replace(n.start, e, n.end, n.value.clone());
+            } else {
+                up.delete(n.start);
+                removed += 1;
+            }
+        }
+        self.count.fetch_add(added, Ordering::Relaxed);
+        self.count.fetch_sub(removed, Ordering::Relaxed);
+    }
+}
+
+impl<V> IntervalMap<V> for BonsaiMap<V>
+where
+    V: Clone + Send + Sync + 'static,
+{
+    type Ref<'g>
+        = &'g V
+    where
+        Self: 'g;
+
+    fn name(&self) -> &'static str {
+        "bonsai"
+    }
+
+    fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    #[inline]
+    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+        // SAFETY: the caller's guard of this map's domain is held for 'g, and every node this
+        // map unlinks is freed through that domain after a grace period.
+        let n = unsafe { self.tree.find(addr) }?;
+        Some((
+            Interval {
+                start: n.start,
+                end: n.end,
+            },
+            &n.value,
+        ))
+    }
+
+    fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
+        let range = Interval::try_from(range)?;
+        self.update(|up| self.map_locked(up, range, value));
+        Ok(())
+    }
+
+    fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
+        let within = check_alloc(within, len)?;
+        self.update(|up| {
+            let mut search = FirstFit::new(within, len);
+            let mut fed = ControlFlow::Continue(());
+            // SAFETY: the writer lock is held (inside `update`).
+            let _ = unsafe {
+                self.tree.walk(within.start, within.end, &mut |n| {
+                    fed = search.feed(n.start, n.end);
+                    if fed.is_break() {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })
+            };
+            let start = search
+                .finish(fed)
+                .ok_or(MapError::NoSpace { len, within })?;
+            up.insert(start, start + len, value);
+            self.count.fetch_add(1, Ordering::Relaxed);
+            Ok(Interval {
+                start,
+                end: start + len,
+            })
+        })
+    }
+
+    fn visit<'g>(
+        &'g self,
+        range: Range<u64>,
+        _guard: &'g Guard<'_>,
+        f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
+    ) -> Result<(), MapError> {
+        let range = Interval::try_from(range)?;
+        // SAFETY: the caller's guard of this map's domain is held for 'g.
+        let _ = unsafe {
+            self.tree
+                .walk(range.start, range.end, &mut |n: &'g Node<V>| {
+                    f(
+                        Interval {
+                            start: n.start,
+                            end: n.end,
+                        },
+                        &n.value,
+                    )
+                })
+        };
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+}
