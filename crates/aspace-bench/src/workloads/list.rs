@@ -2,8 +2,9 @@
 //! `rcu-*` workloads need: a plain owned list (for `none`, `mutex`, `rwlock`), an RCU list whose
 //! nodes are retired through an `aspace_rcu::Domain` (`memb`, `qsbr`), and a crossbeam-epoch list.
 //!
-//! The list is traversed whole, summing the node values (the caller `black_box`es the sum so the
-//! traversal is not optimised away). An update replaces the **first** element by a new node with
+//! The list is traversed whole, summing the node values; the list reference is passed through
+//! `black_box` (so a traversal of an unchanging list is not hoisted out of the loop) and callers
+//! `black_box` the sum (so it is not discarded). An update replaces the **first** element by a new node with
 //! a new value, as in thesis §6.3: the new node copies the old head's `next`, is published with one
 //! `Release` store of the head pointer, and the old head is retired (RCU grace period or epoch).
 //! Nodes other than the head are never replaced, so a node's `next` is immutable after
@@ -19,6 +20,7 @@
 use aspace_rcu::{Flavor, Guard, Memb, Qsbr, Reader};
 use crossbeam_epoch as epoch;
 use parking_lot::Mutex;
+use std::hint::black_box;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// Elements per list (thesis §6.1).
@@ -53,8 +55,11 @@ impl PlainList {
     /// Sum of all values (one traversal).
     #[inline]
     pub fn sum(&self) -> u64 {
+        // Opaque to the optimiser: the list never changes in `rcu-read`, so without this the
+        // traversal could be hoisted out of the benchmark loop.
+        let this = black_box(self);
         let mut s = 0;
-        let mut p = Some(&*self.head);
+        let mut p = Some(&*this.head);
         while let Some(n) = p {
             s += n.value;
             p = n.next.as_deref();
@@ -111,9 +116,10 @@ impl RcuList {
     /// Sum of all values, inside the read section proven by `_guard`.
     #[inline]
     pub fn sum<F: Flavor>(&self, _guard: &Guard<'_, F>) -> u64 {
-        // Acquire: pairs with the Release store in `replace_head`, so the new node's fields are
-        // visible before we read them.
-        let mut p = self.head.load(Ordering::Acquire) as *const RcuNode;
+        let this = black_box(self); // see `PlainList::sum`
+                                    // Acquire: pairs with the Release store in `replace_head`, so the new node's fields are
+                                    // visible before we read them.
+        let mut p = this.head.load(Ordering::Acquire) as *const RcuNode;
         let mut s = 0;
         while !p.is_null() {
             // SAFETY: `p` was reachable from `head` during this read section (the guard lives
@@ -210,8 +216,9 @@ impl EpochList {
     /// Sum of all values, under the pin `guard`.
     #[inline]
     pub fn sum(&self, guard: &epoch::Guard) -> u64 {
-        // Acquire: pairs with the Release store in `replace_head`.
-        let mut p = self.head.load(Ordering::Acquire, guard);
+        let this = black_box(self); // see `PlainList::sum`
+                                    // Acquire: pairs with the Release store in `replace_head`.
+        let mut p = this.head.load(Ordering::Acquire, guard);
         let mut s = 0;
         // SAFETY: nodes reachable while pinned are destroyed only through `defer_destroy`
         // after unlinking, i.e. after every guard pinned now has been dropped.
@@ -282,6 +289,20 @@ mod tests {
         let old = l.replace_head(100);
         assert_eq!(old.value, 1);
         assert_eq!(l.sum(), FULL - 1 + 100);
+    }
+
+    #[test]
+    fn rcu_list_sums_replaces_its_head_and_the_old_head_is_reclaimed() {
+        let domain = aspace_rcu::Domain::<Memb>::new();
+        let reader = domain.register();
+        let l = RcuList::new();
+        assert_eq!(l.sum(&reader.read()), FULL);
+        let old = l.replace_head(100);
+        // SAFETY: `old` was just unlinked by `replace_head` and is retired once.
+        unsafe { domain.defer_free(old) };
+        domain.barrier();
+        assert_eq!(domain.pending(), 0);
+        assert_eq!(l.sum(&reader.read()), FULL - 1 + 100);
     }
 
     #[test]
