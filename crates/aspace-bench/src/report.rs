@@ -5,7 +5,8 @@
 //! threads, median throughput in Mops/s with the [min-max] range over repeats, per-thread ns/op,
 //! the ratio to the workload's baseline design **at the same thread count** (`87% of none`,
 //! `3.10x vs btree`; only when the baseline was measured in the same run), the scaling of the
-//! design against its own smallest thread count (`1.95x vs 1T`), and the workload's extra metrics.
+//! design against its own smallest thread count (`1.95x vs 1T`; not for `rcu-gp`, whose extra
+//! threads are readers), and the workload's extra metrics.
 //! Every ratio is computed from the measurements passed in, i.e. from the same run.
 //!
 //! Not for: plots (see `plot.rs`) or statistics beyond what the harness summarised.
@@ -47,8 +48,12 @@ pub fn ratio_text(m: &Measurement, all: &[Measurement]) -> Option<String> {
     })
 }
 
-/// `m` relative to the same design at its smallest measured thread count (when larger).
+/// `m` relative to the same design at its smallest measured thread count (when larger, and when
+/// the workload's extra threads do more of the same work).
 pub fn scaling_text(m: &Measurement, all: &[Measurement]) -> Option<String> {
+    if !workloads::find(&m.workload).map_or(true, |w| w.thread_scaling()) {
+        return None;
+    }
     let base = all
         .iter()
         .filter(|o| o.workload == m.workload && o.design == m.design)
@@ -249,6 +254,12 @@ mod tests {
         ];
         assert!(scaling_text(&ms[0], &ms).is_none());
         assert_eq!(scaling_text(&ms[1], &ms).unwrap(), "1.90x vs 1T");
+    }
+
+    #[test]
+    fn scaling_is_not_shown_where_extra_threads_are_readers() {
+        let ms = vec![m("rcu-gp", "memb", 1, 100.0), m("rcu-gp", "memb", 2, 10.0)];
+        assert!(scaling_text(&ms[1], &ms).is_none());
     }
 
     #[test]

@@ -123,6 +123,12 @@ pub trait Workload: Send + Sync {
     /// The design the report compares the others to, if a comparison is meaningful.
     fn baseline(&self) -> Option<Baseline>;
 
+    /// Whether throughput at more threads is meant as scaling of the same work (the report's
+    /// `x vs 1T` column). `rcu-gp` says no: its extra threads are readers, not more synchronisers.
+    fn thread_scaling(&self) -> bool {
+        true
+    }
+
     /// Runs one repeat of `design` on `threads` threads for `config.duration`.
     ///
     /// # Errors

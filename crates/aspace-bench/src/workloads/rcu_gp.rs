@@ -36,6 +36,9 @@ impl Workload for RcuGp {
     fn baseline(&self) -> Option<Baseline> {
         None
     }
+    fn thread_scaling(&self) -> bool {
+        false
+    }
     fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
         match design {
             "memb" => Ok(run_flavor::<Memb>(threads, config)),
