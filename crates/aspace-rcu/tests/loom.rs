@@ -10,7 +10,7 @@
 //! Keep models small: CI runs them with `LOOM_MAX_PREEMPTIONS=2`.
 #![cfg(loom)]
 
-use aspace_rcu::{Domain, Flavor, Memb, Qsbr};
+use aspace_rcu::{Domain, Memb, Qsbr};
 use loom::sync::atomic::AtomicUsize;
 use loom::sync::Arc;
 use loom::thread;
@@ -52,7 +52,7 @@ impl World {
     }
 
     /// Writer side: publish object `next` of pointer k, wait a grace period, poison the old one.
-    fn replace<F: Flavor>(&self, k: usize, next: usize, sync: impl FnOnce()) {
+    fn replace(&self, k: usize, next: usize, sync: impl FnOnce()) {
         let old = self.current[k].load(Relaxed);
         // Release: publishes the replacement; pairs with the Acquire load in check().
         self.current[k].store(next, Release);
@@ -73,7 +73,7 @@ fn loom_memb_reader_never_sees_reclaimed_object() {
             let _g = reader.read();
             w.check(0);
         });
-        world.replace::<Memb>(0, 1, || domain.synchronize());
+        world.replace(0, 1, || domain.synchronize());
         t.join().unwrap();
     });
 }
@@ -96,8 +96,8 @@ fn loom_memb_nested_and_consecutive_sections_across_two_grace_periods() {
             let _g = reader.read();
             w.check(0);
         });
-        world.replace::<Memb>(0, 1, || domain.synchronize());
-        world.replace::<Memb>(0, 2, || domain.synchronize());
+        world.replace(0, 1, || domain.synchronize());
+        world.replace(0, 2, || domain.synchronize());
         t.join().unwrap();
     });
 }
@@ -117,8 +117,8 @@ fn loom_memb_concurrent_synchronizers_with_early_exit_protect_both_updates() {
             w1.check(0);
             w1.check(1);
         });
-        let u = thread::spawn(move || w2.replace::<Memb>(1, 1, || d2.synchronize()));
-        world.replace::<Memb>(0, 1, || domain.synchronize());
+        let u = thread::spawn(move || w2.replace(1, 1, || d2.synchronize()));
+        world.replace(0, 1, || domain.synchronize());
         r.join().unwrap();
         u.join().unwrap();
     });
@@ -142,7 +142,7 @@ fn loom_qsbr_reader_never_sees_reclaimed_object_across_quiescent_states() {
             drop(_g);
             reader.offline();
         });
-        world.replace::<Qsbr>(0, 1, || domain.synchronize());
+        world.replace(0, 1, || domain.synchronize());
         t.join().unwrap();
     });
 }
@@ -162,7 +162,7 @@ fn loom_qsbr_reader_coming_online_sees_replacement_or_is_waited_for() {
             drop(_g);
             reader.offline();
         });
-        world.replace::<Qsbr>(0, 1, || domain.synchronize());
+        world.replace(0, 1, || domain.synchronize());
         t.join().unwrap();
     });
 }
@@ -183,8 +183,8 @@ fn loom_qsbr_concurrent_synchronizers_sharing_a_grace_period_protect_both_update
             reader.quiescent_state();
             reader.offline();
         });
-        let u = thread::spawn(move || w2.replace::<Qsbr>(1, 1, || d2.synchronize()));
-        world.replace::<Qsbr>(0, 1, || domain.synchronize());
+        let u = thread::spawn(move || w2.replace(1, 1, || d2.synchronize()));
+        world.replace(0, 1, || domain.synchronize());
         r.join().unwrap();
         u.join().unwrap();
     });

@@ -1,0 +1,368 @@
+//! Behaviour of the public API: nesting, grace periods, sharing of grace periods, qsbr
+//! online/offline, barrier modes, and the debug-build misuse checks.
+#![cfg(not(loom))]
+
+use aspace_rcu::{Domain, DomainConfig, Flavor, Memb, MembMode, Qsbr, Reader};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+
+/// How a test keeps a reader "pre-existing" (memb: inside a section; qsbr: online without
+/// announcing a quiescent state), and how it lets it go.
+trait Hold: Flavor {
+    fn hold_until(reader: &Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>);
+}
+
+impl Hold for Memb {
+    fn hold_until(reader: &Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+        let g = reader.read();
+        entered.send(()).unwrap();
+        release.recv().unwrap();
+        drop(g);
+    }
+}
+
+impl Hold for Qsbr {
+    fn hold_until(reader: &Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+        let g = reader.read();
+        entered.send(()).unwrap();
+        release.recv().unwrap();
+        drop(g);
+        reader.quiescent_state();
+        reader.offline();
+    }
+}
+
+/// Spawns a thread holding a pre-existing reader; returns (release sender, join handle).
+fn spawn_holder<F: Hold>(domain: &Domain<F>) -> (mpsc::Sender<()>, thread::JoinHandle<()>) {
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let reader = domain.register();
+    let h = thread::spawn(move || F::hold_until(&reader, entered_tx, release_rx));
+    entered_rx.recv().unwrap();
+    (release_tx, h)
+}
+
+fn wait_until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        thread::yield_now();
+    }
+}
+
+fn synchronize_waits_for_pre_existing_reader<F: Hold>() {
+    let domain = Domain::<F>::new();
+    let (release, holder) = spawn_holder(&domain);
+    let done = Arc::new(AtomicBool::new(false));
+    let (d, dn) = (domain.clone(), done.clone());
+    let writer = thread::spawn(move || {
+        d.synchronize();
+        dn.store(true, Ordering::SeqCst);
+    });
+    wait_until(|| domain.stats().grace_periods == 1);
+    for _ in 0..2000 {
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "synchronize() returned under a reader"
+        );
+        thread::yield_now();
+    }
+    release.send(()).unwrap();
+    writer.join().unwrap();
+    holder.join().unwrap();
+    assert!(done.load(Ordering::SeqCst));
+}
+
+#[test]
+fn memb_synchronize_waits_for_pre_existing_reader() {
+    synchronize_waits_for_pre_existing_reader::<Memb>();
+}
+
+#[test]
+fn qsbr_synchronize_waits_for_online_reader_until_quiescent_state() {
+    synchronize_waits_for_pre_existing_reader::<Qsbr>();
+}
+
+fn concurrent_synchronizers_share_grace_periods<F: Hold>() {
+    let domain = Domain::<F>::new();
+    let (release, holder) = spawn_holder(&domain);
+    let spawn_sync = |d: &Domain<F>| {
+        let d = d.clone();
+        thread::spawn(move || d.synchronize())
+    };
+    let a = spawn_sync(&domain);
+    wait_until(|| domain.stats().grace_periods == 1);
+    let b = spawn_sync(&domain);
+    let c = spawn_sync(&domain);
+    // B and C have read the grace-period state and now queue on the writer mutex behind A.
+    wait_until(|| domain.stats().synchronize_calls == 3);
+    assert!(!a.is_finished());
+    release.send(()).unwrap();
+    for h in [a, b, c] {
+        h.join().unwrap();
+    }
+    holder.join().unwrap();
+    let s = domain.stats();
+    assert_eq!(s.synchronize_calls, 3);
+    // A's grace period could not serve B and C (they arrived during it); the first of them runs
+    // one more and the other exits early when it gets the mutex.
+    assert_eq!(s.grace_periods, 2, "{s:?}");
+    assert_eq!(s.early_exits, 1, "{s:?}");
+}
+
+#[test]
+fn memb_concurrent_synchronizers_share_grace_periods_via_early_exit() {
+    concurrent_synchronizers_share_grace_periods::<Memb>();
+}
+
+#[test]
+fn qsbr_concurrent_synchronizers_share_grace_periods_via_tickets() {
+    concurrent_synchronizers_share_grace_periods::<Qsbr>();
+}
+
+#[test]
+fn memb_nested_guard_keeps_section_open_until_outermost_drops() {
+    let domain = Domain::<Memb>::new();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (inner_tx, inner_rx) = mpsc::channel::<()>();
+    let (outer_tx, outer_rx) = mpsc::channel::<()>();
+    let reader = domain.register();
+    let holder = thread::spawn(move || {
+        let outer = reader.read();
+        let inner = reader.read();
+        let innermost = reader.read();
+        entered_tx.send(()).unwrap();
+        inner_rx.recv().unwrap();
+        drop(innermost);
+        drop(inner);
+        entered_tx.send(()).unwrap();
+        outer_rx.recv().unwrap();
+        drop(outer);
+    });
+    entered_rx.recv().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let (d, dn) = (domain.clone(), done.clone());
+    let writer = thread::spawn(move || {
+        d.synchronize();
+        dn.store(true, Ordering::SeqCst);
+    });
+    wait_until(|| domain.stats().grace_periods == 1);
+    inner_tx.send(()).unwrap();
+    entered_rx.recv().unwrap();
+    for _ in 0..2000 {
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "inner unlock ended the section"
+        );
+        thread::yield_now();
+    }
+    outer_tx.send(()).unwrap();
+    writer.join().unwrap();
+    holder.join().unwrap();
+}
+
+#[test]
+fn synchronize_with_no_readers_returns() {
+    let memb = Domain::<Memb>::new();
+    let qsbr = Domain::<Qsbr>::new();
+    for _ in 0..100 {
+        memb.synchronize();
+        qsbr.synchronize();
+    }
+    assert_eq!(memb.stats().grace_periods, 100);
+    assert_eq!(qsbr.stats().grace_periods, 100);
+}
+
+#[test]
+fn synchronize_with_idle_registered_readers_returns() {
+    let memb = Domain::<Memb>::new();
+    let r = memb.register();
+    drop(r.read());
+    memb.synchronize();
+    let qsbr = Domain::<Qsbr>::new();
+    let r = qsbr.register();
+    r.offline();
+    qsbr.synchronize();
+    assert_eq!(qsbr.readers(), 1);
+}
+
+#[test]
+fn qsbr_offline_reader_does_not_block_grace_periods() {
+    let domain = Domain::<Qsbr>::new();
+    let (parked_tx, parked_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let reader = domain.register();
+    let t = thread::spawn(move || {
+        reader.offline();
+        parked_tx.send(()).unwrap();
+        go_rx.recv().unwrap(); // blocks while offline: must not stall grace periods
+        reader.online();
+        assert!(reader.is_online());
+        let _g = reader.read();
+    });
+    parked_rx.recv().unwrap();
+    for _ in 0..10 {
+        domain.synchronize();
+    }
+    go_tx.send(()).unwrap();
+    t.join().unwrap();
+}
+
+#[test]
+fn qsbr_reader_synchronize_goes_offline_around_the_wait() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    assert!(reader.is_online());
+    reader.synchronize(); // Domain::synchronize() here would wait for ourselves
+    assert!(reader.is_online());
+    reader.offline();
+    reader.synchronize();
+    assert!(!reader.is_online());
+}
+
+#[test]
+fn memb_mode_matches_membarrier_support() {
+    let domain = Domain::<Memb>::new();
+    match Domain::<Memb>::membarrier_status() {
+        Ok(()) => assert_eq!(domain.mode(), MembMode::Membarrier),
+        Err(e) => {
+            eprintln!("membarrier unavailable: {e}");
+            assert_eq!(domain.mode(), MembMode::FenceFallback);
+        }
+    }
+    // Every domain of the process agrees.
+    assert_eq!(Domain::<Memb>::new().mode(), domain.mode());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn memb_uses_membarrier_on_this_linux() {
+    // Linux >= 4.14 offers MEMBARRIER_CMD_PRIVATE_EXPEDITED; the CI machines run newer kernels.
+    assert_eq!(Domain::<Memb>::membarrier_status(), Ok(()));
+    assert_eq!(Domain::<Memb>::new().mode(), MembMode::Membarrier);
+}
+
+#[test]
+fn memb_forced_fence_fallback_is_reported_and_protects_readers() {
+    let config = DomainConfig {
+        force_fence_fallback: true,
+        ..DomainConfig::default()
+    };
+    let domain = Domain::<Memb>::with_config(config);
+    assert_eq!(domain.mode(), MembMode::FenceFallback);
+    let (release, holder) = spawn_holder(&domain);
+    let d = domain.clone();
+    let writer = thread::spawn(move || d.synchronize());
+    wait_until(|| domain.stats().grace_periods == 1);
+    assert!(!writer.is_finished());
+    release.send(()).unwrap();
+    writer.join().unwrap();
+    holder.join().unwrap();
+}
+
+#[test]
+fn reader_is_send_and_can_move_between_threads() {
+    let domain = Domain::<Memb>::new();
+    let reader = domain.register();
+    let reader = thread::spawn(move || {
+        drop(reader.read());
+        reader
+    })
+    .join()
+    .unwrap();
+    drop(reader.read());
+    assert_eq!(domain.readers(), 1);
+    drop(reader);
+    assert_eq!(domain.readers(), 0);
+}
+
+#[test]
+fn reader_domain_is_the_registering_domain() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    reader.offline();
+    reader.domain().synchronize();
+    reader.online();
+    assert_eq!(reader.domain().readers(), 1);
+    let g = reader.read();
+    assert!(std::ptr::eq(g.reader(), &reader));
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "Reader dropped inside a read section")]
+fn reader_dropped_inside_read_section_panics_in_debug() {
+    let domain = Domain::<Memb>::new();
+    let reader = domain.register();
+    std::mem::forget(reader.read());
+    drop(reader);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "Reader dropped inside a read section")]
+fn qsbr_reader_dropped_inside_read_section_panics_in_debug() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    std::mem::forget(reader.read());
+    drop(reader);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "inside a read section of the same domain")]
+fn memb_synchronize_inside_read_section_panics_in_debug() {
+    let domain = Domain::<Memb>::new();
+    let reader = domain.register();
+    let _g = reader.read();
+    domain.synchronize();
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn memb_synchronize_inside_read_section_of_another_domain_is_fine() {
+    let a = Domain::<Memb>::new();
+    let b = Domain::<Memb>::new();
+    let reader = a.register();
+    let _g = reader.read();
+    b.synchronize();
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "online qsbr reader of the same domain")]
+fn qsbr_synchronize_from_online_reader_thread_panics_in_debug() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    reader.quiescent_state();
+    domain.synchronize();
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "offline qsbr reader")]
+fn qsbr_read_while_offline_panics_in_debug() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    reader.offline();
+    let _g = reader.read();
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "inside a read section")]
+fn qsbr_quiescent_state_inside_read_section_panics_in_debug() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    let _g = reader.read();
+    reader.quiescent_state();
+}
+
+#[test]
+fn dropped_reader_unregisters_and_stops_blocking() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    assert_eq!(domain.readers(), 1);
+    drop(reader);
+    assert_eq!(domain.readers(), 0);
+    domain.synchronize();
+}
