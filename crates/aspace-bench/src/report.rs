@@ -5,8 +5,8 @@
 //! threads, median throughput in Mops/s with the [min-max] range over repeats, per-thread ns/op,
 //! the ratio to the workload's baseline design **at the same thread count** (`87% of none`,
 //! `3.10x vs btree`; only when the baseline was measured in the same run), the scaling of the
-//! design against its own smallest thread count (`1.95x vs 1T`; not for `rcu-gp`, whose extra
-//! threads are readers), and the workload's extra metrics.
+//! design against its own smallest thread count (`1.95x vs 1T`; not for `rcu-gp` or one-updater
+//! `rcu-update`, whose extra threads are readers), and the workload's extra metrics.
 //! Every ratio is computed from the measurements passed in, i.e. from the same run.
 //!
 //! Not for: plots (see `plot.rs`) or statistics beyond what the harness summarised.
@@ -51,7 +51,7 @@ pub fn ratio_text(m: &Measurement, all: &[Measurement]) -> Option<String> {
 /// `m` relative to the same design at its smallest measured thread count (when larger, and when
 /// the workload's extra threads do more of the same work).
 pub fn scaling_text(m: &Measurement, all: &[Measurement]) -> Option<String> {
-    if !workloads::find(&m.workload).map_or(true, |w| w.thread_scaling()) {
+    if !workloads::find(&m.workload).map_or(true, |w| w.thread_scaling(m)) {
         return None;
     }
     let base = all
@@ -260,6 +260,18 @@ mod tests {
     fn scaling_is_not_shown_where_extra_threads_are_readers() {
         let ms = vec![m("rcu-gp", "memb", 1, 100.0), m("rcu-gp", "memb", 2, 10.0)];
         assert!(scaling_text(&ms[1], &ms).is_none());
+        let mut one_updater = vec![
+            m("rcu-update", "memb", 1, 10.0),
+            m("rcu-update", "memb", 2, 90.0),
+        ];
+        for x in &mut one_updater {
+            x.extra.insert("update_pct".into(), 100.0);
+        }
+        assert!(scaling_text(&one_updater[1], &one_updater).is_none());
+        for x in &mut one_updater {
+            x.extra.insert("update_pct".into(), 10.0);
+        }
+        assert!(scaling_text(&one_updater[1], &one_updater).is_some());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Every registered workload, every one of its designs, at 1 and 2 threads (the development
 //! machine has two cores), [`SUITE_DURATION`] per repeat and [`SUITE_REPEAT`] repeats, with
 //! `rcu-update` in its one-updater mode (`--update-pct 100`) and 10,000 intervals per thread for
-//! the `ds-*` workloads. With about 70 points that is well under three minutes including the
-//! solo-reader phases of `rcu-update` and the untimed populations.
+//! the `ds-*` workloads. That is 38 points x 3 repeats x 0.5 s, plus the solo-reader phases of
+//! `rcu-update` and the untimed set-up: about a minute and a quarter on two cores, well under the
+//! three-minute budget.
 //!
 //! Output: a progress bar while it runs, then `results/<UTC timestamp>/` (relative to the
 //! current directory) holding `results.csv`, `results.json` (an array of measurements), one SVG
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Measured time per repeat in the suite.
-pub const SUITE_DURATION: Duration = Duration::from_millis(300);
+pub const SUITE_DURATION: Duration = Duration::from_millis(500);
 
 /// Repeats per point in the suite.
 pub const SUITE_REPEAT: usize = 3;

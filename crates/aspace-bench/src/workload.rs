@@ -123,9 +123,11 @@ pub trait Workload: Send + Sync {
     /// The design the report compares the others to, if a comparison is meaningful.
     fn baseline(&self) -> Option<Baseline>;
 
-    /// Whether throughput at more threads is meant as scaling of the same work (the report's
-    /// `x vs 1T` column). `rcu-gp` says no: its extra threads are readers, not more synchronisers.
-    fn thread_scaling(&self) -> bool {
+    /// Whether, for measurement `m`, throughput at more threads is scaling of the same work (the
+    /// report's `x vs 1T` column). `rcu-gp` says no (its extra threads are readers, not more
+    /// synchronisers), as does `rcu-update` in its one-updater mode.
+    fn thread_scaling(&self, m: &crate::measurement::Measurement) -> bool {
+        let _ = m;
         true
     }
 

@@ -15,6 +15,7 @@
 use super::list::{Quiesce, RcuList};
 use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
+use crate::measurement::Measurement;
 use crate::workload::{Baseline, Config, Sample, ThreadCount, Workload};
 use aspace_rcu::{Domain, Memb, Qsbr};
 use std::hint::black_box;
@@ -36,7 +37,7 @@ impl Workload for RcuGp {
     fn baseline(&self) -> Option<Baseline> {
         None
     }
-    fn thread_scaling(&self) -> bool {
+    fn thread_scaling(&self, _m: &Measurement) -> bool {
         false
     }
     fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {

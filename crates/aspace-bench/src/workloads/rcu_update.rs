@@ -20,7 +20,7 @@
 //! lock (`parking_lot::Mutex`; the thesis used a spinlock). New nodes come from the global
 //! allocator, whereas the thesis preallocated per-thread free lists.
 //!
-//! One operation is a read or an update. Extras: `updates_per_sec`, `reader_ops_per_sec`,
+//! One operation is a read or an update. Extras: `update_pct` (the setting), `updates_per_sec`, `reader_ops_per_sec`,
 //! `reader_retained_pct` (one-updater mode with readers), `peak_pending` (`memb`/`qsbr`: the
 //! largest `Domain::pending()` the coordinator saw, sampling about every millisecond). Each repeat
 //! ends with `Domain::barrier()` (untimed), so repeats start with no garbage.
@@ -30,6 +30,7 @@
 use super::list::{EpochList, PlainList, Quiesce, RcuList};
 use crate::error::BenchError;
 use crate::harness::{run_timed, Stop, BATCH};
+use crate::measurement::Measurement;
 use crate::workload::{Baseline, Config, RatioStyle, Sample, ThreadCount, Workload};
 use aspace_rcu::{Domain, Memb, Qsbr, Reader};
 use crossbeam_epoch as epoch;
@@ -60,6 +61,9 @@ impl Workload for RcuUpdate {
             design: "mutex",
             style: RatioStyle::TimesVs,
         })
+    }
+    fn thread_scaling(&self, m: &Measurement) -> bool {
+        m.extra.get("update_pct") != Some(&100.0)
     }
     fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
         if config.update_pct > 100 {
@@ -244,6 +248,7 @@ fn run_design<T: Target>(threads: usize, config: &Config, make: impl Fn() -> T) 
         .collect();
     let reader_rate = reads as f64 / secs;
     let mut s = Sample::from_threads(p.elapsed, &per_thread)
+        .with("update_pct", f64::from(pct))
         .with("updates_per_sec", updates as f64 / secs)
         .with("reader_ops_per_sec", reader_rate);
     if let Some(solo) = solo_reader_rate.filter(|r| *r > 0.0) {
