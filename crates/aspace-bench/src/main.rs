@@ -8,6 +8,9 @@
 //!   stderr and hidden with `--json`);
 //! - `aspace list`: workloads, what each thread does, and their designs.
 //!
+//! The process allocator is mimalloc (see [`GLOBAL`]), as the papers' evaluations avoid glibc
+//! malloc as a bottleneck.
+//!
 //! Unknown workloads or designs and out-of-range numbers are refused before anything runs, with
 //! a message naming the valid choices, and exit status 2.
 
@@ -19,6 +22,13 @@ use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// The binary's allocator is mimalloc, not glibc malloc. The SOSP'25 evaluation (§7.1) used
+/// jemalloc "to prevent malloc() from becoming the bottleneck"; with glibc the `ds-*` RCU maps
+/// spend most of their time in `_int_malloc`/`malloc_consolidate` (nodes are allocated by the
+/// worker and freed by the RCU reclaimer thread) and runs differ by 2-3x from process to process.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Benchmarks of scalable concurrent address-space building blocks.
 #[derive(Parser, Debug)]
