@@ -39,8 +39,14 @@
 //! new interval beside a not yet trimmed one), which `visit` may report; the `bonsai` address
 //! space design revalidates under its page-table lock and retries, as the paper's §5.3.
 //!
+//! `alloc` finds the lowest fitting gap in O(log n) through a writer-only gap augmentation of
+//! every node (subtree min start, max end, largest inner gap; `bonsai/augment.rs`, the idea of
+//! Linux's `rb_subtree_gap`), maintained like the subtree size on every update path, then
+//! inserts the new interval (one more O(log n) update).
+//!
 //! Not for: interval locking (no `IntervalLocking`); scalable updates (one writer at a time).
 
+mod augment;
 mod balance;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -50,7 +56,6 @@ mod tree;
 mod update;
 
 use crate::contract::{Interval, IntervalMap, MapError};
-use crate::gap::FirstFit;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::validate::check_alloc;
 use aspace_rcu::{Domain, Guard};
@@ -85,8 +90,9 @@ impl<V> BonsaiMap<V> {
 }
 
 impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
-    /// Checks the tree: BST order, disjoint intervals, subtree sizes recomputed from scratch,
-    /// Adams' weight balance at every node, and the interval count. Panics on a violation.
+    /// Checks the tree: BST order, disjoint intervals, subtree summaries (sizes and the gap
+    /// augmentation of `alloc`) recomputed from scratch, Adams' weight balance at every node,
+    /// and the interval count. Panics on a violation.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         let _w = self.writer.lock();
@@ -222,21 +228,8 @@ where
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
         let within = check_alloc(within, len)?;
         self.update(|up| {
-            let mut search = FirstFit::new(within, len);
-            let mut fed = ControlFlow::Continue(());
-            // SAFETY: the writer lock is held (inside `update`).
-            let _ = unsafe {
-                self.tree.walk(within.start, within.end, &mut |n| {
-                    fed = search.feed(n.start, n.end);
-                    if fed.is_break() {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                })
-            };
-            let start = search
-                .finish(fed)
+            // SAFETY: the writer lock is held (inside `update`); `len > 0` (checked above).
+            let start = unsafe { self.tree.first_fit(within, len) }
                 .ok_or(MapError::NoSpace { len, within })?;
             up.insert(start, start + len, value);
             self.count.fetch_add(1, Ordering::Relaxed);

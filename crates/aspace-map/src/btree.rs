@@ -13,14 +13,21 @@
 //!
 //! Invariants (under the lock): keys are interval starts; intervals are disjoint, non-empty,
 //! page-aligned and inside `[0, KEY_SPACE_END)`; adjacent intervals are never merged, even with
-//! equal values (they are distinct regions, like VMAs). The RCU domain is held only so that the
-//! map satisfies the contract (readers pass guards of it); this map never defers anything.
+//! equal values (they are distinct regions, like VMAs); the free-gap index (`free_gaps.rs`) holds
+//! exactly the complement of the intervals. The RCU domain is held only so that the map
+//! satisfies the contract (readers pass guards of it); this map never defers anything.
+//!
+//! `alloc` is first-fit over the free-gap index, a second `BTreeMap` of free ranges under the
+//! same lock, updated by every `map`/`alloc` (O(log n) per interval an update touches):
+//! O(log n + g) where `g` counts the too-small gaps inside `within` below the answer (0 when
+//! allocations pack from the bottom, linear in the worst case). The Bonsai map's augmented tree
+//! does it in O(log n) always.
 //!
 //! Not for scalability: every reader writes the lock word, so queries do not scale across cores.
 //! It is the baseline the RCU maps are measured against (DESIGN §5, §6 `coarse`/`faultlock`).
 
-use crate::contract::{Interval, IntervalMap, MapError};
-use crate::gap::FirstFit;
+use crate::contract::{Interval, IntervalMap, MapError, KEY_SPACE_END};
+use crate::free_gaps::FreeGaps;
 use crate::validate::check_alloc;
 use aspace_rcu::{Domain, Guard};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
@@ -30,9 +37,17 @@ use std::ops::{ControlFlow, Range};
 /// The locked B-tree interval map (see the module doc).
 pub struct BTreeIntervalMap<V> {
     domain: Domain,
-    /// start -> (end, value). Protected by the lock: read mode for `query`/`visit`/`len`, write
-    /// mode for `map`/`alloc`.
-    tree: RwLock<BTreeMap<u64, (u64, V)>>,
+    /// The intervals and their free-gap index. Protected by the lock: read mode for
+    /// `query`/`visit`/`len`, write mode for `map`/`alloc`.
+    tree: RwLock<Tree<V>>,
+}
+
+/// What the lock protects.
+struct Tree<V> {
+    /// start -> (end, value).
+    ivs: BTreeMap<u64, (u64, V)>,
+    /// The complement of `ivs` in the key space (see `free_gaps.rs`).
+    gaps: FreeGaps,
 }
 
 impl<V> BTreeIntervalMap<V> {
@@ -40,8 +55,23 @@ impl<V> BTreeIntervalMap<V> {
     pub fn new(domain: Domain) -> Self {
         Self {
             domain,
-            tree: RwLock::new(BTreeMap::new()),
+            tree: RwLock::new(Tree {
+                ivs: BTreeMap::new(),
+                gaps: FreeGaps::new(),
+            }),
         }
+    }
+
+    /// Checks that the free-gap index is exactly the complement of the intervals (recomputed
+    /// from scratch). Panics on a violation.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let tree = self.tree.read();
+        tree.gaps.check(
+            tree.ivs
+                .iter()
+                .map(|(&start, &(end, _))| Interval { start, end }),
+        );
     }
 }
 
@@ -83,7 +113,7 @@ where
     fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, Self::Ref<'g>)> {
         let mut found = None;
         let value = RwLockReadGuard::try_map(self.tree.read(), |tree| {
-            let (&start, (end, value)) = tree.range(..=addr).next_back()?;
+            let (&start, (end, value)) = tree.ivs.range(..=addr).next_back()?;
             if addr < *end {
                 found = Some(Interval { start, end: *end });
                 Some(value)
@@ -97,57 +127,73 @@ where
 
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let Interval { start, end } = Interval::try_from(range)?;
-        let mut tree = self.tree.write();
+        let mut guard = self.tree.write();
+        let Tree { ivs, gaps } = &mut *guard;
+        // Every interval this update removes or trims loses its end (unless a tail keeps it,
+        // past `end`), so the gap starting there is forgotten (see `free_gaps.rs`).
         // The interval reaching into `range` from below keeps its head; if it also reaches past
         // `end` (a split), its tail becomes a separate interval.
+        let mut lo = 0;
         let mut tail = None;
-        if let Some((_, (pe, pv))) = tree.range_mut(..start).next_back() {
+        if let Some((_, (pe, pv))) = ivs.range_mut(..start).next_back() {
             if *pe > start {
                 if *pe > end {
                     tail = Some((end, (*pe, pv.clone())));
+                } else {
+                    gaps.forget(*pe);
                 }
                 *pe = start;
             }
+            lo = *pe;
         }
         // Intervals starting inside `range` are removed; the last one keeps its part past `end`.
-        let inside: Vec<u64> = tree.range(start..end).map(|(&s, _)| s).collect();
+        // The first start at or past `end` bounds the window of changed gaps.
+        let mut hi = KEY_SPACE_END;
+        let mut inside = Vec::new();
+        for (&s, _) in ivs.range(start..) {
+            if s >= end {
+                hi = s;
+                break;
+            }
+            inside.push(s);
+        }
         for s in inside {
-            if let Some((e, v)) = tree.remove(&s) {
+            if let Some((e, v)) = ivs.remove(&s) {
                 if e > end {
                     tail = Some((end, (e, v)));
+                } else {
+                    gaps.forget(e);
                 }
             }
         }
         if let Some((s, ev)) = tail {
-            tree.insert(s, ev);
+            ivs.insert(s, ev);
+            hi = end;
         }
+        let new = value.is_some().then_some(Interval { start, end });
         if let Some(v) = value {
-            tree.insert(start, (end, v));
+            ivs.insert(start, (end, v));
         }
+        gaps.set_window(lo, hi, new);
         Ok(())
     }
 
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
         let within = check_alloc(within, len)?;
         let mut tree = self.tree.write();
-        let mut search = FirstFit::new(within, len);
-        let mut fed = ControlFlow::Continue(());
-        let _ = for_each_overlapping(&tree, within, &mut |iv, _| {
-            fed = search.feed(iv.start, iv.end);
-            if fed.is_break() {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
-        let start = search
-            .finish(fed)
+        let (start, (lo, hi)) = tree
+            .gaps
+            .first_fit(within, len)
             .ok_or(MapError::NoSpace { len, within })?;
-        tree.insert(start, (start + len, value));
-        Ok(Interval {
+        let iv = Interval {
             start,
             end: start + len,
-        })
+        };
+        tree.ivs.insert(start, (iv.end, value));
+        // The gap `[lo, hi)` is the window: bounded by intervals (or the key-space ends), and
+        // it now holds exactly `iv`.
+        tree.gaps.set_window(lo, hi, Some(iv));
+        Ok(iv)
     }
 
     fn visit<'g>(
@@ -158,11 +204,11 @@ where
     ) -> Result<(), MapError> {
         let range = Interval::try_from(range)?;
         let tree = self.tree.read();
-        let _ = for_each_overlapping(&tree, range, f);
+        let _ = for_each_overlapping(&tree.ivs, range, f);
         Ok(())
     }
 
     fn len(&self) -> usize {
-        self.tree.read().len()
+        self.tree.read().ivs.len()
     }
 }

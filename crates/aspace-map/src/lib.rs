@@ -28,7 +28,7 @@
 pub mod bonsai;
 pub mod btree;
 pub mod contract;
-mod gap;
+mod free_gaps;
 mod sync;
 mod validate;
 

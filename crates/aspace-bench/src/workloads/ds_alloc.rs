@@ -13,13 +13,14 @@
 //!
 //! One operation is one successful `alloc`.
 //!
-//! What it shows for the current maps: `btree` and `bonsai` find the lowest gap by walking the
-//! intervals of `within` in address order (`aspace_map`'s shared first-fit search), and this
-//! workload's allocations are contiguous from the arena start, so each `alloc` walks every live
-//! interval of the arena (on average half of `--intervals`) before it reaches the free space: its
-//! cost grows linearly with `--intervals`. The SOSP'25 skiplist avoids that with per-arena hints
-//! (§5.3), Linux's maple tree with gap-augmented nodes; a smaller `--intervals` shows the
-//! per-operation overhead without the walk.
+//! What it shows for the current maps: both find the lowest gap without walking the arena's
+//! intervals. `bonsai` descends its gap augmentation (subtree min start, max end, largest inner
+//! gap; `aspace_map`'s `bonsai/augment.rs`) in O(log n); `btree` keeps a second `BTreeMap` of
+//! free gaps under its lock and scans it from `within.start` (O(log n + too-small gaps before
+//! the fit); this workload's allocations are contiguous, so the first gap it looks at fits). So
+//! the cost per `alloc` grows only logarithmically with `--intervals`. (Before the augmentation
+//! both walked every live interval of the arena: 13.6 us (btree) / 25.4 us (bonsai) per op at
+//! 10,000 intervals.)
 //!
 //! Not for: allocation with hints or from a shared arena.
 

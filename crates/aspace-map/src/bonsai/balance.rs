@@ -51,7 +51,7 @@ impl<V: Clone> Update<'_, V> {
         );
         if ol == l && or == r {
             // Nothing to publish here (any change below was committed in place already).
-            cur.set_size(1 + sl + sr);
+            cur.resummarize(l, r);
             return n;
         }
         if in_place && (ol == l || or == r) {
@@ -62,7 +62,7 @@ impl<V: Clone> Update<'_, V> {
             } else {
                 cur.right.store(r, Ordering::Release);
             }
-            cur.set_size(1 + sl + sr);
+            cur.resummarize(l, r);
             self.committed();
             return n;
         }
@@ -83,7 +83,7 @@ impl<V: Clone> Update<'_, V> {
             // store ordered after these.
             cur.left.store(l, Ordering::Relaxed);
             cur.right.store(r, Ordering::Relaxed);
-            cur.set_size(1 + size_of_tree(l) + size_of_tree(r));
+            cur.resummarize(l, r);
             n
         } else {
             let c = self.fresh_node(cur.start, cur.end, cur.value.clone(), l, r);

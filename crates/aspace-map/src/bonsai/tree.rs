@@ -18,7 +18,9 @@
 //!
 //! Not for: writing (see `update.rs`); the safe API (see `bonsai.rs`).
 
-use super::node::{size_of_tree, Node};
+use super::augment::{first_fit_locked, Summary};
+use super::node::Node;
+use crate::contract::Interval;
 use crate::sync::{AtomicPtr, Ordering};
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
@@ -106,16 +108,27 @@ impl<V> RawTree<V> {
         unsafe { walk_sub(root, lo, hi, f) }
     }
 
-    /// Checks the structural invariants and returns the number of nodes: BST order by start,
-    /// disjoint non-empty intervals, correct sizes, weight balance at every node.
+    /// The lowest `a` such that `[a, a + len)` lies inside `within` and overlaps no interval,
+    /// found in O(log n) through the gap augmentation (`augment.rs`).
     ///
     /// # Safety
-    /// The caller holds the writer lock (sizes are writer-only).
+    /// The caller holds the writer lock (summaries are writer-only); `len > 0`.
+    pub(crate) unsafe fn first_fit(&self, within: Interval, len: u64) -> Option<u64> {
+        // Relaxed: the writer reads its own root.
+        first_fit_locked(self.root.load(Ordering::Relaxed), within, len)
+    }
+
+    /// Checks the structural invariants and returns the number of nodes: BST order by start,
+    /// disjoint non-empty intervals, weight balance at every node, and every node's stored
+    /// summary (size and gap augmentation) equal to one recomputed from scratch.
+    ///
+    /// # Safety
+    /// The caller holds the writer lock (summaries are writer-only).
     pub(crate) unsafe fn check(&self) -> usize {
         let root = self.root.load(Ordering::Relaxed);
         let mut prev_end = 0u64;
         // SAFETY: forwarded from the caller.
-        unsafe { check_sub(root, &mut prev_end) }
+        unsafe { check_sub(root, &mut prev_end) }.map_or(0, |s| s.size)
     }
 }
 
@@ -156,14 +169,13 @@ unsafe fn walk_sub<'g, V>(
 }
 
 /// Recursive part of [`RawTree::check`]; `prev_end` is the end of the previous interval.
+/// Returns the subtree's summary recomputed from scratch (never from stored summaries).
 ///
 /// # Safety
 /// The writer lock is held.
-unsafe fn check_sub<V>(n: *mut Node<V>, prev_end: &mut u64) -> usize {
+unsafe fn check_sub<V>(n: *mut Node<V>, prev_end: &mut u64) -> Option<Summary> {
     // SAFETY: under the writer lock every reachable node is alive.
-    let Some(node) = (unsafe { n.as_ref() }) else {
-        return 0;
-    };
+    let node = unsafe { n.as_ref() }?;
     let left = node.left.load(Ordering::Relaxed);
     let right = node.right.load(Ordering::Relaxed);
     // SAFETY: forwarded.
@@ -179,15 +191,15 @@ unsafe fn check_sub<V>(n: *mut Node<V>, prev_end: &mut u64) -> usize {
     *prev_end = node.end;
     // SAFETY: forwarded.
     let rs = unsafe { check_sub(right, prev_end) };
-    assert_eq!(ls, size_of_tree(left));
-    assert_eq!(rs, size_of_tree(right));
-    assert_eq!(node.size(), 1 + ls + rs, "size of {:#x}", node.start);
+    let sum = Summary::join(node.start, node.end, ls, rs);
+    assert_eq!(node.summary(), sum, "stored summary of {:#x}", node.start);
+    let (ls, rs) = (ls.map_or(0, |s| s.size), rs.map_or(0, |s| s.size));
     assert!(
         is_balanced(ls, rs) && is_balanced(rs, ls),
         "unbalanced at {:#x}: left {ls}, right {rs}",
         node.start
     );
-    1 + ls + rs
+    Some(sum)
 }
 
 impl<V> Drop for RawTree<V> {

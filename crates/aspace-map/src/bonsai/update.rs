@@ -2,7 +2,7 @@
 //!
 //! An `Update` exists only while the writer lock is held. It tracks two sets of nodes:
 //! - `fresh`: nodes allocated by the current step and not yet reachable by readers. Only these
-//!   are mutated freely (children, size), with `Relaxed` stores: they become visible through the
+//!   are mutated freely (children, summary), with `Relaxed` stores: they become visible through the
 //!   one `Release` store that commits the step.
 //! - `retired`: published nodes unlinked by this update, freed together after a grace period.
 //!
@@ -12,7 +12,7 @@
 //! copying the parent only to change one child pointer, the writer stores the new child into the
 //! existing parent with one `Release` store. That store is the step's **commit**: before it,
 //! readers see the old subtree; after it, the new one; never a mix. Above the commit point only
-//! writer-only sizes change in place, unless a rotation is needed higher up: rotations are
+//! writer-only summaries (size, gap augmentation) change in place, unless a rotation is needed higher up: rotations are
 //! always built out of place (new nodes) and commit separately with one more store into their
 //! parent (or the root), each commit preserving the set of intervals ("multiple rotations commit
 //! separately; lock-free lookup is still safe", the paper's slides).

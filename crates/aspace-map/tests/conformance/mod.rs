@@ -9,6 +9,9 @@
 //!   structural check (`Checked::check`, e.g. Bonsai's balance invariant);
 //! - edge cases as explicit tests (adjacency without merging, exact-fit gaps, overwrites spanning
 //!   many intervals, splits, both ends of the key space, invalid input, `NoSpace`);
+//! - alloc tests that stress gap indexes and augmentations (many too-small gaps before the fit,
+//!   gaps at both ends of the key space, exact fits at every tree level, random allocs and
+//!   unmaps in a map of hundreds of intervals checked after every step);
 //! - a bounded multi-threaded stress test (per-thread arenas plus a contended shared range) and
 //!   a test of lookups racing updates (intervals the writer never touches are always found).
 //!
@@ -382,6 +385,145 @@ pub fn alloc_reports_no_space<M: IntervalMap<u64> + Checked>(m: M) {
     );
 }
 
+/// `n` one-page intervals with one-page gaps from `base` (page numbers), as `map_all` input.
+fn comb(base: u64, n: u64) -> Vec<(Range<u64>, Option<u64>)> {
+    (0..n)
+        .map(|i| ((base + 2 * i) * P..(base + 2 * i + 1) * P, Some(i)))
+        .collect()
+}
+
+pub fn alloc_skips_many_small_gaps_before_a_fitting_one<M: IntervalMap<u64> + Checked>(m: M) {
+    let mut model = Model::default();
+    // Pages 0..200: 100 intervals with a one-page gap after each (the last gap closed by an
+    // interval at 200); then a 3-page gap at 201..204 closed at 204, then a 5-page gap at
+    // 205..210 closed at 210.
+    let mut maps = comb(0, 101);
+    maps.extend([(204 * P..205 * P, Some(500)), (210 * P..211 * P, Some(501))]);
+    map_all(&m, &mut model, &maps);
+    let fits = |m: &M, model: &mut Model, within: Range<u64>, len: u64, at: u64| {
+        assert_eq!(
+            alloc_both(m, model, within, len * P, 7),
+            Ok(Interval::new(at * P, (at + len) * P).unwrap())
+        );
+        m.check();
+    };
+    // Every one-page gap is too small for two pages: the fit is the first large gap, deep in
+    // the tree's right part.
+    fits(&m, &mut model, 0..1000 * P, 2, 201);
+    // The rest of that gap is one page; now the 5-page gap is the first that fits 4 pages.
+    fits(&m, &mut model, 0..1000 * P, 4, 205);
+    // A one-page request takes the lowest one-page gap, also when `within` starts mid-comb.
+    fits(&m, &mut model, 0..1000 * P, 1, 1);
+    fits(&m, &mut model, 50 * P..1000 * P, 1, 51);
+    fits(&m, &mut model, 51 * P..1000 * P, 1, 53);
+    // `within` ending inside the comb: no gap of 2 pages there.
+    let within = Interval::new(0, 150 * P).unwrap();
+    assert_eq!(
+        alloc_both(&m, &mut model, 0..150 * P, 2 * P, 8),
+        Err(MapError::NoSpace { len: 2 * P, within })
+    );
+    // Fill every remaining one-page gap of the comb, lowest first, then the ones above it.
+    for want in (0..100)
+        .map(|i| 2 * i + 1)
+        .filter(|g| ![1, 51, 53].contains(g))
+    {
+        fits(&m, &mut model, 0..200 * P, 1, want);
+    }
+    for want in [203, 209] {
+        fits(&m, &mut model, 0..1000 * P, 1, want);
+    }
+    fits(&m, &mut model, 0..1000 * P, 1, 211);
+    map_all(&m, &mut model, &[]);
+}
+
+pub fn alloc_uses_gaps_at_both_ends_of_the_key_space<M: IntervalMap<u64> + Checked>(m: M) {
+    let mut model = Model::default();
+    let top = KEY_SPACE_END / P;
+    map_all(&m, &mut model, &comb(1 << 20, 50));
+    // The gap below the lowest interval.
+    assert_eq!(
+        alloc_both(&m, &mut model, 0..KEY_SPACE_END, 4 * P, 1),
+        Ok(Interval::new(0, 4 * P).unwrap())
+    );
+    // From the comb upwards only the gap at the top of the key space fits 1 GiB.
+    let big = 1 << 30;
+    assert_eq!(
+        alloc_both(&m, &mut model, (1 << 20) * P..KEY_SPACE_END, big, 2),
+        Ok(Interval::new(((1 << 20) + 99) * P, ((1 << 20) + 99) * P + big).unwrap())
+    );
+    // An exact fit of the last page of the key space.
+    assert_eq!(
+        alloc_both(&m, &mut model, (top - 1) * P..KEY_SPACE_END, P, 3),
+        Ok(Interval::new((top - 1) * P, KEY_SPACE_END).unwrap())
+    );
+    let within = Interval::new((top - 1) * P, KEY_SPACE_END).unwrap();
+    assert_eq!(
+        alloc_both(&m, &mut model, (top - 1) * P..KEY_SPACE_END, P, 4),
+        Err(MapError::NoSpace { len: P, within })
+    );
+    // The top gap is now closed at both ends; a request spanning it exactly fits.
+    let rest = KEY_SPACE_END - P - (((1 << 20) + 99) * P + big);
+    assert_eq!(
+        alloc_both(&m, &mut model, 0..KEY_SPACE_END, rest, 5),
+        Ok(Interval::new(((1 << 20) + 99) * P + big, KEY_SPACE_END - P).unwrap())
+    );
+    map_all(&m, &mut model, &[]);
+}
+
+pub fn alloc_takes_exact_fits_at_every_level<M: IntervalMap<u64> + Checked>(m: M) {
+    let mut model = Model::default();
+    // Intervals at multiples of 10 pages with gaps of 1, 2, ..., 9 pages (cycling), so gaps of
+    // every size sit at leaves and inner nodes alike.
+    let mut maps = Vec::new();
+    let mut at = 0;
+    for i in 0..120u64 {
+        maps.push((at * P..(at + 1) * P, Some(i)));
+        at += 2 + i % 9;
+    }
+    map_all(&m, &mut model, &maps);
+    for len in (1..=9u64).rev() {
+        for _ in 0..3 {
+            let expected = model.clone().alloc(0..at * P, len * P, 0);
+            assert!(expected.is_ok(), "a {len}-page gap remains");
+            assert_eq!(
+                alloc_both(&m, &mut model, 0..at * P, len * P, len),
+                expected
+            );
+            m.check();
+        }
+    }
+    map_all(&m, &mut model, &[]);
+}
+
+/// Random allocs and unmaps in a map of a few hundred intervals (deeper than the proptest's),
+/// compared with the model and structurally checked after every step.
+pub fn random_allocs_in_a_large_map_match_the_model<M: IntervalMap<u64> + Checked>(m: M) {
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    let mut rng = SmallRng::seed_from_u64(0x5eed);
+    let mut model = Model::default();
+    let reader = m.domain().register();
+    let span = 4096u64;
+    for i in 0..300u64 {
+        let s = rng.gen_range(0..span);
+        let len = rng.gen_range(1..4);
+        let r = s * P..(s + len).min(span) * P;
+        assert_eq!(m.map(r.clone(), Some(i)), model.map(r, Some(i)));
+    }
+    for i in 0..400u64 {
+        let a = rng.gen_range(0..span);
+        let b = rng.gen_range(a + 1..=span + 64);
+        if i % 4 == 3 {
+            let r = a * P..(a + rng.gen_range(1..8)).min(b) * P;
+            assert_eq!(m.map(r.clone(), None), model.map(r, None));
+        } else {
+            let len = rng.gen_range(1..12) * P;
+            let _ = alloc_both(&m, &mut model, a * P..b * P, len, i);
+        }
+        let g = reader.read();
+        assert_matches(&m, &model, &g);
+    }
+}
+
 fn libc_einval() -> i32 {
     22
 }
@@ -438,6 +580,22 @@ macro_rules! interval_map_conformance {
         #[test]
         fn alloc_reports_no_space() {
             conformance::alloc_reports_no_space(fresh());
+        }
+        #[test]
+        fn alloc_skips_many_small_gaps_before_a_fitting_one() {
+            conformance::alloc_skips_many_small_gaps_before_a_fitting_one(fresh());
+        }
+        #[test]
+        fn alloc_uses_gaps_at_both_ends_of_the_key_space() {
+            conformance::alloc_uses_gaps_at_both_ends_of_the_key_space(fresh());
+        }
+        #[test]
+        fn alloc_takes_exact_fits_at_every_level() {
+            conformance::alloc_takes_exact_fits_at_every_level(fresh());
+        }
+        #[test]
+        fn random_allocs_in_a_large_map_match_the_model() {
+            conformance::random_allocs_in_a_large_map_match_the_model(fresh());
         }
         #[test]
         fn stress_arenas_and_shared_range_keep_invariants() {

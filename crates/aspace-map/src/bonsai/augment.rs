@@ -1,0 +1,175 @@
+//! Gap augmentation of the Bonsai tree: per-subtree summaries and the O(log n) first-fit search
+//! of `alloc`.
+//!
+//! Every node stores a [`Summary`] of its subtree: its size (Adams' weight, for balancing) and,
+//! for `alloc`, the lowest start (`min_start`), the highest end (`max_end`) and the largest gap
+//! *strictly inside* the subtree (`max_gap`: the largest distance between the end of one
+//! interval of the subtree and the start of the next one of the subtree). It is the same idea as
+//! Linux's augmented rbtree `rb_subtree_gap` (since 3.8) and the maple tree's gap tracking,
+//! expressed with only node-local inputs, so a summary is a function of the node's interval and
+//! its children's summaries ([`Summary::join`]):
+//!
+//! ```text
+//! min_start = left ? left.min_start : start        max_end = right ? right.max_end : end
+//! max_gap   = max(left.max_gap, right.max_gap, start - left.max_end, right.min_start - end)
+//! ```
+//!
+//! Maintenance (see `node.rs`, `balance.rs`): like `size`, the summary is writer-only. Every
+//! update rebuilds its path bottom-up through `join`/`remake`, which recompute the summary of
+//! each node on the path from its (already final) children: in place in published nodes (readers
+//! never read summaries, so in-place writes cannot be observed), or at construction for new
+//! nodes (leaves, copies, rotations). So the cost is O(1) per node on the path, O(log n) per
+//! update, and `RawTree::check` recomputes every summary from scratch after each step of the
+//! property tests.
+//!
+//! Search ([`first_fit`]): the lowest `a` such that `[a, a + len)` lies inside `within` and
+//! overlaps no interval. The free gaps in address order are: below the first interval
+//! (`[0, root.min_start)`), the gaps inside the tree (in-order), and above the last interval
+//! (`[root.max_end, KEY_SPACE_END)`). The lowest fitting address is the clipped start of the first
+//! gap (in address order) whose part inside `within` holds `len` bytes. Inside the tree, the
+//! search visits a subtree only if its `max_gap >= len` and its span `[min_start, max_end]`
+//! clipped to `within` holds `len` bytes, then tries, in address order: the left subtree, the gap
+//! between the left subtree and the node, the gap between the node and the right subtree, the
+//! right subtree.
+//!
+//! Complexity: O(log n). A subtree whose span lies entirely inside `within` and whose
+//! `max_gap >= len` always contains an answer, so a visited subtree that yields none straddles
+//! `within.start` or `within.end`; those lie on at most two root-to-leaf paths (O(height)), and
+//! the successful descent is one more path, on which each left child is either pruned in O(1) or
+//! contains the answer. The tree is weight-balanced, so the height is O(log n).
+//!
+//! Not for: readers (they never read summaries), nor any policy but lowest-fit.
+
+use super::node::{summary_of, Node};
+use super::update::node;
+use crate::contract::{Interval, KEY_SPACE_END};
+use crate::sync::Ordering;
+
+/// Writer-only summary of a subtree (see the module doc).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Summary {
+    /// Number of nodes.
+    pub(crate) size: usize,
+    /// Lowest interval start.
+    pub(crate) min_start: u64,
+    /// Highest interval end.
+    pub(crate) max_end: u64,
+    /// Largest gap between two consecutive intervals of the subtree (0 if fewer than two).
+    pub(crate) max_gap: u64,
+}
+
+impl Summary {
+    /// The summary of a node with interval `[start, end)` and children summarised by `l`, `r`
+    /// (`None` for an empty child). Intervals are disjoint and ordered, so the subtractions
+    /// cannot underflow.
+    #[inline]
+    pub(crate) fn join(start: u64, end: u64, l: Option<Summary>, r: Option<Summary>) -> Summary {
+        let mut s = Summary {
+            size: 1,
+            min_start: start,
+            max_end: end,
+            max_gap: 0,
+        };
+        if let Some(l) = l {
+            s.size += l.size;
+            s.min_start = l.min_start;
+            s.max_gap = s.max_gap.max(l.max_gap).max(start - l.max_end);
+        }
+        if let Some(r) = r {
+            s.size += r.size;
+            s.max_end = r.max_end;
+            s.max_gap = s.max_gap.max(r.max_gap).max(r.min_start - end);
+        }
+        s
+    }
+}
+
+/// The lowest address of `within` where the free gap `[gap_start, gap_end)` holds `len` bytes.
+#[inline]
+fn clip_fit(gap_start: u64, gap_end: u64, within: Interval, len: u64) -> Option<u64> {
+    let a = gap_start.max(within.start);
+    let e = gap_end.min(within.end);
+    (e >= a && e - a >= len).then_some(a)
+}
+
+/// The lowest `a` with `[a, a + len)` inside `within` and free, in the tree rooted at `root`
+/// (see the module doc for the search and its O(log n) bound).
+///
+/// # Preconditions
+/// The caller holds the tree's writer lock (summaries are writer-only); `len > 0`.
+pub(crate) fn first_fit_locked<V>(root: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
+    let Some(all) = summary_of(root) else {
+        return clip_fit(0, KEY_SPACE_END, within, len);
+    };
+    clip_fit(0, all.min_start, within, len)
+        .or_else(|| inner_fit(root, within, len))
+        .or_else(|| clip_fit(all.max_end, KEY_SPACE_END, within, len))
+}
+
+/// The lowest fitting address in the gaps strictly inside the (non-null) subtree at `n`.
+fn inner_fit<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
+    let cur = node(n);
+    let s = cur.summary();
+    if s.max_gap < len || clip_fit(s.min_start, s.max_end, within, len).is_none() {
+        return None;
+    }
+    // Relaxed: the writer reading its own tree under the writer lock.
+    let l = cur.left.load(Ordering::Relaxed);
+    let r = cur.right.load(Ordering::Relaxed);
+    if let Some(ls) = summary_of(l) {
+        if let Some(a) = inner_fit(l, within, len) {
+            return Some(a);
+        }
+        if let Some(a) = clip_fit(ls.max_end, cur.start, within, len) {
+            return Some(a);
+        }
+    }
+    if let Some(rs) = summary_of(r) {
+        if let Some(a) = clip_fit(cur.end, rs.min_start, within, len) {
+            return Some(a);
+        }
+        return inner_fit(r, within, len);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(start: u64, end: u64) -> Option<Summary> {
+        Some(Summary::join(start, end, None, None))
+    }
+
+    #[test]
+    fn join_takes_the_largest_of_child_and_boundary_gaps() {
+        let l = Summary::join(10, 12, leaf(0, 2), leaf(13, 14));
+        assert_eq!(
+            l,
+            Summary {
+                size: 3,
+                min_start: 0,
+                max_end: 14,
+                max_gap: 8
+            }
+        );
+        let root = Summary::join(20, 21, Some(l), leaf(40, 41));
+        assert_eq!(root.size, 5);
+        assert_eq!((root.min_start, root.max_end), (0, 41));
+        assert_eq!(Summary::join(5, 6, leaf(0, 1), None).max_gap, 4);
+        assert_eq!(
+            root.max_gap, 19,
+            "gap 21..40 between the root and its right child"
+        );
+    }
+
+    #[test]
+    fn clip_fit_respects_both_bounds_of_within() {
+        let w = Interval { start: 8, end: 16 };
+        assert_eq!(clip_fit(0, 100, w, 8), Some(8));
+        assert_eq!(clip_fit(0, 100, w, 9), None);
+        assert_eq!(clip_fit(10, 14, w, 4), Some(10));
+        assert_eq!(clip_fit(0, 8, w, 1), None, "gap ends where within starts");
+        assert_eq!(clip_fit(20, 30, w, 1), None, "gap past within");
+    }
+}
