@@ -88,6 +88,9 @@ pub struct Reader<F: Flavor = Memb> {
 /// pointers are valid for the guard's lifetime.
 pub struct Guard<'r, F: Flavor = Memb> {
     reader: &'r Reader<F>,
+    /// The reader's slot, dereferenced once at lock time: the unlock then needs no load of the
+    /// reader's fields (the compiler barrier L makes the compiler reload those).
+    slot: &'r F::Slot,
     /// `!Send` and `!Sync`: a read section ends on the thread that began it.
     _not_send: PhantomData<*const ()>,
 }
@@ -254,9 +257,11 @@ impl<F: Flavor> Reader<F> {
     /// Enters a read section (nestable).
     #[inline]
     pub fn read(&self) -> Guard<'_, F> {
-        F::read_lock(&self.core.global, &self.slot);
+        let slot: &F::Slot = &self.slot;
+        F::read_lock(&self.core.global, slot);
         Guard {
             reader: self,
+            slot,
             _not_send: PhantomData,
         }
     }
@@ -329,6 +334,6 @@ impl<F: Flavor> Guard<'_, F> {
 impl<F: Flavor> Drop for Guard<'_, F> {
     #[inline]
     fn drop(&mut self) {
-        F::read_unlock(&self.reader.slot);
+        F::read_unlock(self.slot);
     }
 }

@@ -5,9 +5,33 @@
 //! Each reader owns one word in its registered slot: the nesting count in the low half and the
 //! reader group in bit [`GROUP`]. RCU-READ-LOCK stores `gp_ctr` (the current group with a
 //! nesting count of 1) into the word when it is the outermost lock, otherwise increments it;
-//! RCU-READ-UNLOCK decrements it. Both are plain (`Relaxed`) accesses to the reader's own
-//! cache line, separated from the read section by compiler barriers only (L and U). In fallback
-//! mode (no membarrier) L and U are `fence(SeqCst)`, which is liburcu's "mb" flavor.
+//! RCU-READ-UNLOCK decrements it (the outermost unlock stores 0). Both are plain (`Relaxed`)
+//! accesses to the reader's own cache line, separated from the read section by compiler
+//! barriers only (L and U). In fallback mode (no membarrier) L and U are `fence(SeqCst)`, which
+//! is liburcu's "mb" flavor.
+//!
+//! The read path is shaped for the common case, an outermost section in membarrier mode, which
+//! compiles to straight-line code with no taken branch:
+//!
+//! ```text
+//! lock:    w = word; if w & NEST_MASK != 0 -> nested (cold: word = w + 1)
+//!          g = gp_ctr; word = g; if g & FULL_FENCES -> fence(SeqCst) (cold); compiler fence L
+//! unlock:  w = word; if w & (NEST_MASK | FULL_FENCES) != 1 -> slow (cold: nested or fallback)
+//!          compiler fence U; word = 0
+//! ```
+//!
+//! The barrier mode is not a separate field that every lock and unlock would load: a
+//! fallback-mode domain sets bit [`FULL_FENCES`] in `gp_ctr`, which never flips, so the outermost
+//! lock learns the mode from the value it loads anyway and every reader word inherits it, which
+//! is what unlock tests together with the nesting count. The writer ignores the bit
+//! (IS-PREEXISTING-READER looks only at the nesting count and the group), so the protocol is the
+//! thesis' unchanged.
+//!
+//! Why the nesting count stays packed in the word rather than in a reader-private cell: the
+//! outermost lock must load *something* private to learn that it is outermost, and the word is
+//! as private as a cell (only its owner writes it; the writer reads it only during grace
+//! periods), so a separate counter would add a load and a store to lock and unlock without
+//! removing any. Nested locks do write the shared word, but they sit on the cold path.
 //!
 //! # Writer (RCU-SYNCHRONIZE, thesis §4.4, same line labels)
 //!
@@ -75,15 +99,19 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 /// The reader-group bit of a reader word (liburcu's `RCU_GP_CTR_PHASE`).
 pub(crate) const GROUP: usize = 1 << (usize::BITS / 2);
+/// Set in `gp_ctr`, hence in every reader word, of a fallback-mode domain: readers issue full
+/// fences at L and U. Constant for the life of the domain (the flip toggles only [`GROUP`]).
+/// It is the top bit of the low half so that the unlock's fast-path test, "count 1 and no
+/// full fences", is one 32-bit compare of the low half with 1.
+pub(crate) const FULL_FENCES: usize = GROUP >> 1;
 /// The nesting-count bits of a reader word.
-pub(crate) const NEST_MASK: usize = GROUP - 1;
+pub(crate) const NEST_MASK: usize = FULL_FENCES - 1;
 
 /// A `memb` reader's slot.
 pub struct MembSlot {
-    /// Nesting count | reader group. Written only by the owning reader; read by writers.
+    /// Nesting count | reader group | [`FULL_FENCES`]. Written only by the owning reader; read
+    /// by writers.
     word: AtomicUsize,
-    /// Fallback mode: L and U are full fences.
-    full_fences: bool,
     /// Debug: token of the thread that last entered an outermost read section.
     #[cfg(all(debug_assertions, not(loom)))]
     owner: std::sync::atomic::AtomicUsize,
@@ -92,8 +120,8 @@ pub struct MembSlot {
 impl MembSlot {
     pub(crate) fn new(global: &MembGlobal) -> Self {
         Self {
-            word: AtomicUsize::new(0),
-            full_fences: global.mode == MembMode::FenceFallback,
+            // At rest the word is 0, or FULL_FENCES in fallback mode (see `read_lock`).
+            word: AtomicUsize::new(global.gp_ctr.load(Relaxed) & FULL_FENCES),
             #[cfg(all(debug_assertions, not(loom)))]
             owner: std::sync::atomic::AtomicUsize::new(0),
         }
@@ -106,15 +134,17 @@ impl MembSlot {
 
     /// Resets the slot to "not reading" (used when a reader is dropped inside a section).
     pub(crate) fn force_idle(&self) {
-        reader_light_barrier(self.full_fences);
-        self.word.store(0, Relaxed);
+        let word = self.word.load(Relaxed);
+        reader_light_barrier(word & FULL_FENCES != 0);
+        self.word.store(word & FULL_FENCES, Relaxed);
     }
 }
 
 /// A `memb` domain's grace-period state.
 pub struct MembGlobal {
-    /// The current reader group with a nesting count of 1: what an outermost read lock stores.
-    /// Read by every reader's outermost lock, so it sits alone on its cache line.
+    /// The current reader group with a nesting count of 1, plus [`FULL_FENCES`] in fallback
+    /// mode: what an outermost read lock stores. Read by every reader's outermost lock, so it
+    /// sits alone on its cache line.
     gp_ctr: CachePadded<AtomicUsize>,
     /// Number of the most recent grace period started (thesis *cur-gp*). Written under
     /// `writer`; read before it (barrier E).
@@ -126,8 +156,13 @@ pub struct MembGlobal {
 
 impl MembGlobal {
     pub(crate) fn new(mode: MembMode) -> Self {
+        let full = if mode == MembMode::FenceFallback {
+            FULL_FENCES
+        } else {
+            0
+        };
         Self {
-            gp_ctr: CachePadded::new(AtomicUsize::new(1)),
+            gp_ctr: CachePadded::new(AtomicUsize::new(full | 1)),
             cur_gp: AtomicUsize::new(0),
             mode,
             writer: Mutex::new(Vec::new()),
@@ -143,20 +178,39 @@ impl MembGlobal {
 #[inline(always)]
 pub(crate) fn read_lock(global: &MembGlobal, slot: &MembSlot) {
     let word = slot.word.load(Relaxed);
-    if word & NEST_MASK == 0 {
-        // Relaxed: the reader's own word; ordered against the section by barrier L below (and,
-        // for the writer, by F-L/A-F-L, see the module doc).
-        slot.word.store(global.gp_ctr.load(Relaxed), Relaxed);
-        #[cfg(all(debug_assertions, not(loom)))]
-        slot.owner.store(crate::owner::current(), Relaxed);
-        // Barrier L: the word store above precedes the section's loads.
-        reader_light_barrier(slot.full_fences);
-    } else {
+    if word & (NEST_MASK | FULL_FENCES) != 0 {
+        lock_slow(global, slot, word);
+        return;
+    }
+    let g = global.gp_ctr.load(Relaxed);
+    // Relaxed: the reader's own word; ordered against the section by barrier L below (and,
+    // for the writer, by F-L/A-F-L, see the module doc).
+    slot.word.store(g, Relaxed);
+    #[cfg(all(debug_assertions, not(loom)))]
+    slot.owner.store(crate::owner::current(), Relaxed);
+    // Barrier L (membarrier mode): the word store above precedes the section's loads.
+    reader_light_barrier(false);
+}
+
+/// RCU-READ-LOCK inside a section (only the count grows: the outermost lock's L already
+/// orders the section), or an outermost one in fallback mode.
+#[cold]
+#[inline(never)]
+fn lock_slow(global: &MembGlobal, slot: &MembSlot, word: usize) {
+    if word & NEST_MASK != 0 {
         debug_assert!(
             word & NEST_MASK < NEST_MASK,
             "RCU read sections nested too deeply"
         );
         slot.word.store(word + 1, Relaxed);
+    } else {
+        let g = global.gp_ctr.load(Relaxed);
+        // Relaxed: as in `read_lock`.
+        slot.word.store(g, Relaxed);
+        #[cfg(all(debug_assertions, not(loom)))]
+        slot.owner.store(crate::owner::current(), Relaxed);
+        // Barrier L (fallback mode: a full fence).
+        reader_light_barrier(true);
     }
 }
 
@@ -164,12 +218,28 @@ pub(crate) fn read_lock(global: &MembGlobal, slot: &MembSlot) {
 #[inline(always)]
 pub(crate) fn read_unlock(slot: &MembSlot) {
     let word = slot.word.load(Relaxed);
+    if word & (NEST_MASK | FULL_FENCES) == 1 {
+        // Barrier U (membarrier mode): the section's accesses precede the store that ends it.
+        reader_light_barrier(false);
+        slot.word.store(0, Relaxed);
+    } else {
+        unlock_slow(slot, word);
+    }
+}
+
+/// RCU-READ-UNLOCK of a nested section, or of an outermost one in fallback mode.
+#[cold]
+#[inline(never)]
+fn unlock_slow(slot: &MembSlot, word: usize) {
     debug_assert!(word & NEST_MASK > 0, "RCU read unlock without lock");
     if word & NEST_MASK == 1 {
         // Barrier U: the section's accesses precede the store that ends it.
-        reader_light_barrier(slot.full_fences);
+        reader_light_barrier(word & FULL_FENCES != 0);
+        // At rest a fallback-mode word keeps FULL_FENCES (see `read_lock`).
+        slot.word.store(word & FULL_FENCES, Relaxed);
+    } else {
+        slot.word.store(word - 1, Relaxed);
     }
-    slot.word.store(word - 1, Relaxed);
 }
 
 /// IS-PREEXISTING-READER: inside a section and associated with `group`.

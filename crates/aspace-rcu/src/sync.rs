@@ -82,7 +82,9 @@ impl Condvar {
 /// `full == false` (membarrier mode): a compiler fence only. The writer's
 /// `membarrier(PRIVATE_EXPEDITED)` (F-L, F-U) turns it into a full barrier whenever the writer
 /// needs one. `full == true` (fallback mode): a real `fence(SeqCst)`, pairing directly with the
-/// writer's fences S, A-F-L and the one after WAIT-FOR-READERS.
+/// writer's fences S, A-F-L and the one after WAIT-FOR-READERS. The full fence is an
+/// out-of-line cold call, so that in membarrier mode the test compiles to a not-taken branch
+/// and the read path stays straight-line code.
 ///
 /// Under loom this is always `fence(SeqCst)`: the membarrier stand-in.
 #[inline(always)]
@@ -96,14 +98,22 @@ pub(crate) fn reader_light_barrier(full: bool) {
     #[cfg(not(loom))]
     {
         if full {
-            // SeqCst: fallback reader barrier; pairs with the writer's fences S/A-F-L (at L)
-            // and with the fence after WAIT-FOR-READERS / F-U (at U).
-            fence(std::sync::atomic::Ordering::SeqCst);
-        } else {
-            // Compiler-only: the writer's membarrier() is the hardware half (F-L, F-U).
-            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+            reader_full_fence();
         }
+        // Compiler-only: the writer's membarrier() is the hardware half (F-L, F-U). (In
+        // fallback mode the full fence above already is one; this adds nothing there.)
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// The fallback-mode reader barrier, kept out of line (see [`reader_light_barrier`]).
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn reader_full_fence() {
+    // SeqCst: fallback reader barrier; pairs with the writer's fences S/A-F-L (at L) and with
+    // the fence after WAIT-FOR-READERS / F-U (at U).
+    fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Under loom, a wait loop's iteration: hands control to the model scheduler.

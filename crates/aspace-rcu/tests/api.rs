@@ -119,9 +119,10 @@ fn qsbr_concurrent_synchronizers_share_grace_periods_via_tickets() {
     concurrent_synchronizers_share_grace_periods::<Qsbr>();
 }
 
-#[test]
-fn memb_nested_guard_keeps_section_open_until_outermost_drops() {
-    let domain = Domain::<Memb>::new();
+/// A reader takes three nested guards, drops two of them (in `order`), and a writer must keep
+/// waiting until the third drops. `outer_first` drops the outermost guard first (out of order).
+fn nested_guards_keep_section_open_until_the_last_drops(config: DomainConfig, outer_first: bool) {
+    let domain = Domain::<Memb>::with_config(config);
     let (entered_tx, entered_rx) = mpsc::channel();
     let (inner_tx, inner_rx) = mpsc::channel::<()>();
     let (outer_tx, outer_rx) = mpsc::channel::<()>();
@@ -132,11 +133,20 @@ fn memb_nested_guard_keeps_section_open_until_outermost_drops() {
         let innermost = reader.read();
         entered_tx.send(()).unwrap();
         inner_rx.recv().unwrap();
-        drop(innermost);
-        drop(inner);
+        let last = if outer_first {
+            drop(outer);
+            drop(inner);
+            innermost
+        } else {
+            drop(innermost);
+            drop(inner);
+            outer
+        };
         entered_tx.send(()).unwrap();
         outer_rx.recv().unwrap();
-        drop(outer);
+        drop(last);
+        // The reader is usable again: a fresh section opens and closes.
+        drop(reader.read());
     });
     entered_rx.recv().unwrap();
     let done = Arc::new(AtomicBool::new(false));
@@ -151,13 +161,38 @@ fn memb_nested_guard_keeps_section_open_until_outermost_drops() {
     for _ in 0..2000 {
         assert!(
             !done.load(Ordering::SeqCst),
-            "inner unlock ended the section"
+            "dropping two of three guards ended the section"
         );
         thread::yield_now();
     }
     outer_tx.send(()).unwrap();
     writer.join().unwrap();
     holder.join().unwrap();
+    // Nothing is left inside a section: a grace period completes at once.
+    domain.synchronize();
+}
+
+fn fallback() -> DomainConfig {
+    DomainConfig {
+        force_fence_fallback: true,
+        ..DomainConfig::default()
+    }
+}
+
+#[test]
+fn memb_nested_guard_keeps_section_open_until_outermost_drops() {
+    nested_guards_keep_section_open_until_the_last_drops(DomainConfig::default(), false);
+}
+
+#[test]
+fn memb_guards_dropped_out_of_order_keep_section_open_until_the_last_drops() {
+    nested_guards_keep_section_open_until_the_last_drops(DomainConfig::default(), true);
+}
+
+#[test]
+fn memb_fallback_nested_guards_keep_section_open_until_the_last_drops() {
+    nested_guards_keep_section_open_until_the_last_drops(fallback(), false);
+    nested_guards_keep_section_open_until_the_last_drops(fallback(), true);
 }
 
 #[test]

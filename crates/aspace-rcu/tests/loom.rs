@@ -10,7 +10,7 @@
 //! Keep models small: CI runs them with `LOOM_MAX_PREEMPTIONS=2`.
 #![cfg(loom)]
 
-use aspace_rcu::{Domain, Memb, Qsbr};
+use aspace_rcu::{Domain, DomainConfig, Memb, Qsbr};
 use loom::sync::atomic::AtomicUsize;
 use loom::sync::Arc;
 use loom::thread;
@@ -99,6 +99,40 @@ fn loom_memb_nested_and_consecutive_sections_across_two_grace_periods() {
         world.replace(0, 1, || domain.synchronize());
         world.replace(0, 2, || domain.synchronize());
         t.join().unwrap();
+    });
+}
+
+/// A reader whose outermost guard drops before the nested one: the section lasts until the
+/// last guard drops (the nested-path code, `lock_slow`/`unlock_slow`), in either barrier mode
+/// (fallback mode runs every outermost lock and unlock through those paths too).
+fn memb_guards_dropped_out_of_order(config: DomainConfig) {
+    loom::model(move || {
+        let domain: Domain<Memb> = Domain::with_config(config.clone());
+        let world = World::new();
+        let reader = domain.register();
+        let w = world.clone();
+        let t = thread::spawn(move || {
+            let outer = reader.read();
+            let inner = reader.read();
+            drop(outer);
+            w.check(0);
+            drop(inner);
+        });
+        world.replace(0, 1, || domain.synchronize());
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_memb_guards_dropped_out_of_order_protect_until_the_last() {
+    memb_guards_dropped_out_of_order(DomainConfig::default());
+}
+
+#[test]
+fn loom_memb_fallback_guards_dropped_out_of_order_protect_until_the_last() {
+    memb_guards_dropped_out_of_order(DomainConfig {
+        force_fence_fallback: true,
+        ..DomainConfig::default()
     });
 }
 

@@ -12,6 +12,10 @@
 //! - `crossbeam-epoch`: `crossbeam_epoch::pin()` per traversal.
 //!
 //! One operation is one traversal. The report shows each design as a percentage of `none`.
+//! Every design runs the very same measured loop (`read_loop`, generic over the design's
+//! `ReadSide`), so the loops differ only in the guard (lock, pin) around the traversal; the
+//! traversal itself is the list's `sum`, whose list reference goes through `black_box` in every
+//! design alike.
 //!
 //! Not for: update costs (`rcu-update`) or grace-period latency (`rcu-gp`).
 
@@ -19,7 +23,7 @@ use super::list::{EpochList, PlainList, Quiesce, RcuList};
 use crate::error::BenchError;
 use crate::harness::{run_timed, Stop, BATCH};
 use crate::workload::{Baseline, Config, RatioStyle, Sample, ThreadCount, Workload};
-use aspace_rcu::{Domain, Memb, Qsbr};
+use aspace_rcu::{Domain, Memb, Qsbr, Reader};
 use crossbeam_epoch as epoch;
 use parking_lot::{Mutex, RwLock};
 use std::hint::black_box;
@@ -47,59 +51,13 @@ impl Workload for RcuRead {
         })
     }
     fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
-        let d = config.duration;
         let (elapsed, counts) = match design {
-            "none" => {
-                let list = PlainList::new();
-                let t = run_timed(threads, d, None, |_| {
-                    let list = &list;
-                    move |stop: &Stop| {
-                        stop.count_batched(|| {
-                            black_box(list.sum());
-                        })
-                    }
-                });
-                (t.elapsed, t.results)
-            }
-            "memb" => rcu_reads::<Memb>(threads, config),
-            "qsbr" => rcu_reads::<Qsbr>(threads, config),
-            "mutex" => {
-                let list = Mutex::new(PlainList::new());
-                let t = run_timed(threads, d, None, |_| {
-                    let list = &list;
-                    move |stop: &Stop| {
-                        stop.count_batched(|| {
-                            black_box(list.lock().sum());
-                        })
-                    }
-                });
-                (t.elapsed, t.results)
-            }
-            "rwlock" => {
-                let list = RwLock::new(PlainList::new());
-                let t = run_timed(threads, d, None, |_| {
-                    let list = &list;
-                    move |stop: &Stop| {
-                        stop.count_batched(|| {
-                            black_box(list.read().sum());
-                        })
-                    }
-                });
-                (t.elapsed, t.results)
-            }
-            "crossbeam-epoch" => {
-                let list = EpochList::new();
-                let t = run_timed(threads, d, None, |_| {
-                    let list = &list;
-                    move |stop: &Stop| {
-                        stop.count_batched(|| {
-                            let g = epoch::pin();
-                            black_box(list.sum(&g));
-                        })
-                    }
-                });
-                (t.elapsed, t.results)
-            }
+            "none" => measure(&PlainList::new(), threads, config),
+            "memb" => measure(&RcuSide::<Memb>::new(), threads, config),
+            "qsbr" => measure(&RcuSide::<Qsbr>::new(), threads, config),
+            "mutex" => measure(&Mutex::new(PlainList::new()), threads, config),
+            "rwlock" => measure(&RwLock::new(PlainList::new()), threads, config),
+            "crossbeam-epoch" => measure(&EpochList::new(), threads, config),
             other => return Err(self.unknown_design(other)),
         };
         let counts: Vec<ThreadCount> = counts
@@ -113,28 +71,116 @@ impl Workload for RcuRead {
     }
 }
 
-/// Readers of an `aspace_rcu` domain of flavor `F`: a read section per traversal; `qsbr` readers
-/// announce a quiescent state every [`QSBR_PERIOD`] traversals.
-fn rcu_reads<F: Quiesce>(threads: usize, config: &Config) -> (std::time::Duration, Vec<u64>) {
-    let domain = Domain::<F>::new();
-    let list = RcuList::new();
-    let t = run_timed(threads, config.duration, None, |_| {
-        let reader = domain.register();
-        let list = &list;
-        move |stop: &Stop| {
-            let mut n = 0;
-            while !stop.is_set() {
-                for _ in 0..BATCH {
-                    let g = reader.read();
-                    black_box(list.sum(&g));
-                }
-                n += BATCH;
-                if n % QSBR_PERIOD == 0 {
-                    F::quiesce(&reader);
-                }
-            }
-            n // `reader` unregisters when the body returns
+/// One design's read side. Every design runs the same measured loop ([`read_loop`]), so the
+/// loops differ only in what [`ReadSide::traverse`] wraps around the traversal.
+trait ReadSide: Sync {
+    /// Per-thread state (an RCU reader registration, or nothing); made before the barrier.
+    type Local;
+    fn local(&self) -> Self::Local;
+    /// One traversal inside one read-side section (or lock, or pin); returns the sum.
+    fn traverse(&self, local: &Self::Local) -> u64;
+    /// Called every [`QSBR_PERIOD`] traversals (`qsbr`: announce a quiescent state).
+    fn quiesce(&self, _local: &Self::Local) {}
+}
+
+/// `none`: the plain list, no synchronisation at all.
+impl ReadSide for PlainList {
+    type Local = ();
+    fn local(&self) {}
+    #[inline]
+    fn traverse(&self, _: &()) -> u64 {
+        self.sum()
+    }
+}
+
+/// `memb` / `qsbr`: one `Reader` per thread, `reader.read()` per traversal.
+struct RcuSide<F: Quiesce> {
+    domain: Domain<F>,
+    list: RcuList,
+}
+
+impl<F: Quiesce> RcuSide<F> {
+    fn new() -> Self {
+        RcuSide {
+            domain: Domain::new(),
+            list: RcuList::new(),
         }
+    }
+}
+
+impl<F: Quiesce> ReadSide for RcuSide<F> {
+    type Local = Reader<F>;
+    fn local(&self) -> Reader<F> {
+        self.domain.register()
+    }
+    #[inline]
+    fn traverse(&self, reader: &Reader<F>) -> u64 {
+        let g = reader.read();
+        self.list.sum(&g)
+    }
+    #[inline]
+    fn quiesce(&self, reader: &Reader<F>) {
+        F::quiesce(reader);
+    }
+}
+
+/// `mutex`: `parking_lot::Mutex` around each traversal (the thesis used a spinlock).
+impl ReadSide for Mutex<PlainList> {
+    type Local = ();
+    fn local(&self) {}
+    #[inline]
+    fn traverse(&self, _: &()) -> u64 {
+        self.lock().sum()
+    }
+}
+
+/// `rwlock`: `parking_lot::RwLock` read lock around each traversal.
+impl ReadSide for RwLock<PlainList> {
+    type Local = ();
+    fn local(&self) {}
+    #[inline]
+    fn traverse(&self, _: &()) -> u64 {
+        self.read().sum()
+    }
+}
+
+/// `crossbeam-epoch`: `crossbeam_epoch::pin()` per traversal.
+impl ReadSide for EpochList {
+    type Local = ();
+    fn local(&self) {}
+    #[inline]
+    fn traverse(&self, _: &()) -> u64 {
+        let g = epoch::pin();
+        self.sum(&g)
+    }
+}
+
+/// Runs `threads` readers of `side` for the configured duration.
+fn measure<S: ReadSide>(
+    side: &S,
+    threads: usize,
+    config: &Config,
+) -> (std::time::Duration, Vec<u64>) {
+    let t = run_timed(threads, config.duration, None, |_| {
+        let local = side.local();
+        move |stop: &Stop| read_loop(side, &local, stop) // `local` (a reader) drops after
     });
     (t.elapsed, t.results)
+}
+
+/// The measured loop, shared by every design: [`BATCH`] traversals between polls of the stop
+/// flag, `quiesce` every [`QSBR_PERIOD`] traversals.
+#[inline]
+fn read_loop<S: ReadSide>(side: &S, local: &S::Local, stop: &Stop) -> u64 {
+    let mut n = 0;
+    while !stop.is_set() {
+        for _ in 0..BATCH {
+            black_box(side.traverse(local));
+        }
+        n += BATCH;
+        if n % QSBR_PERIOD == 0 {
+            side.quiesce(local);
+        }
+    }
+    n
 }
