@@ -19,6 +19,7 @@
 
 use aspace_rcu::{Flavor, Guard, Memb, Qsbr, Reader};
 use crossbeam_epoch as epoch;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -96,7 +97,9 @@ unsafe impl Send for RcuNode {}
 /// The list read under an `aspace_rcu` read section and updated by head replacement.
 #[derive(Debug)]
 pub struct RcuList {
-    head: AtomicPtr<RcuNode>,
+    /// On its own cache line: readers load it on every traversal, and the update lock (which
+    /// the updater writes twice per update) must not invalidate it a second and third time.
+    head: CachePadded<AtomicPtr<RcuNode>>,
     update: Mutex<()>,
 }
 
@@ -108,7 +111,7 @@ impl RcuList {
             next = Box::into_raw(Box::new(RcuNode { value, next }));
         }
         RcuList {
-            head: AtomicPtr::new(next as *mut RcuNode),
+            head: CachePadded::new(AtomicPtr::new(next as *mut RcuNode)),
             update: Mutex::new(()),
         }
     }
@@ -196,7 +199,8 @@ pub struct EpochNode {
 /// The list read under a crossbeam-epoch pin and updated by head replacement.
 #[derive(Debug)]
 pub struct EpochList {
-    head: epoch::Atomic<EpochNode>,
+    /// On its own cache line, apart from the update lock (see `RcuList::head`).
+    head: CachePadded<epoch::Atomic<EpochNode>>,
     update: Mutex<()>,
 }
 
@@ -208,7 +212,7 @@ impl EpochList {
             next = epoch::Atomic::new(EpochNode { value, next });
         }
         EpochList {
-            head: next,
+            head: CachePadded::new(next),
             update: Mutex::new(()),
         }
     }
