@@ -29,9 +29,11 @@ pub mod bonsai;
 pub mod btree;
 pub mod contract;
 mod free_gaps;
+pub mod skiplist;
 mod sync;
 mod validate;
 
 pub use bonsai::BonsaiMap;
 pub use btree::BTreeIntervalMap;
 pub use contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
+pub use skiplist::{ArenaLayout, SkipListMap};

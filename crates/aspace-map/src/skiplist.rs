@@ -1,0 +1,586 @@
+//! The concurrent interval skiplist of SOSP'25 (Kim, Kwon, Kang, §4, §5.3, Appendix A-B).
+//!
+//! An interval map whose nodes (`[start, end)`, value, height, a tower of tagged links; see
+//! `skiplist/node.rs`, `skiplist/link.rs`) form a skiplist sorted by address. Queries are
+//! lock-free RCU traversals; updates lock the range they change at node granularity and publish
+//! the change with one store, so operations on disjoint ranges run in parallel.
+//!
+//! # Operations
+//! - `query(addr)`: top-down traversal that reads LOCKED, DELETED and INVALIDATED nodes like any
+//!   other (§4.2) and stops early at the first level where a node contains `addr`.
+//! - `lock(range)` (`skiplist/lock.rs`): traversal fused with locking: CAS LOCKED onto the
+//!   level-0 predecessor of the range, advance if a concurrent insert slipped in, then lock every
+//!   following node that overlaps the range (so the gaps next to it are held too).
+//! - `swap(locked, new)` (`skiplist/swap.rs`): collective height decrement of the old nodes (mark
+//!   DELETED, unlink by a helping traversal), one level-0 store that commits the swap and unlocks
+//!   the predecessor (the linearization point), INVALIDATED marks on the old nodes, collective
+//!   height increment of the new nodes (one CAS per level). Old nodes go to the RCU domain in one
+//!   batch and are freed after a grace period.
+//! - `map(range, v | None)` = lock + swap with the trimmed remainders of the overlapped nodes.
+//! - `alloc(within, len, v)` (`skiplist/alloc.rs`): first-fit walk, claim by one CAS; wait on a
+//!   LOCKED gap, restart on INVALIDATED, continue past a gap claimed by someone else.
+//! - Arenas (`skiplist/arena.rs`): optional [`ArenaLayout`]; separator nodes of height
+//!   `>= SEPARATOR_THRESHOLD` at arena boundaries, ordinary nodes below; a per-arena hint;
+//!   [`SkipListMap::alloc_in_arena`] searches the caller's arena, then the shared region.
+//!
+//! # Cases the paper leaves open, closed here
+//! - *Nodes are inserted LOCKED* and unlocked when their tower is complete, so a swap can never
+//!   remove a node whose upper levels are still being linked (which would leave a retired node
+//!   reachable at an upper level). See `swap.rs`.
+//! - *Restart conditions*: `find` restarts from the head when a helping CAS fails, when it stands
+//!   on a DELETED/INVALIDATED predecessor, or meets an INVALIDATED node; `lock` restarts when the
+//!   predecessor it tries to lock is DELETED/INVALIDATED; `alloc` restarts when its gap's
+//!   predecessor is INVALIDATED and re-reads the same predecessor after a failed CAS.
+//! - *Upper-level helping*: only at upper levels (level-0 removal is always a swap, so level-0
+//!   links are never DELETED); a LOCKED predecessor is stepped over, never CASed.
+//! - *Height-increment CAS failure*: the level is retried after a fresh `find`, never abandoned.
+//! - *Hints*: a hint is a lower bound of the arena's first free page, versioned so that a free
+//!   racing an alloc cannot be jumped over (see `arena.rs`); first fit stays exact sequentially.
+//! - *Separators under intervals*: a mapping across an arena boundary drops the separator it
+//!   covers; swaps re-create separators at uncovered boundaries (see `arena.rs`).
+//!
+//! # Locking and RCU contract
+//! `query`/`visit` run under the caller's guard of [`SkipListMap::domain`]. `map`, `alloc`,
+//! `lock`, `swap` run inside a read section of a pooled reader (`skiplist/readers.rs`). A held
+//! [`SkipLocked`] pins its nodes without a read section (only its holder can retire them). Node
+//! locks are taken left to right; nobody waits for a lock while holding one to its right.
+//!
+//! # Linearizability
+//! `map`/`swap`: the commit store. `alloc`: its CAS; it claims a free range of `len` bytes inside
+//! `within` that was the first fit in the state its walk saw (a gap freed behind the walk is not
+//! seen). `query`: the load that reached the node or gap it reports; the old and new chains of a
+//! swap are each consistent, so a query never sees half a swap (Appendix B).
+//!
+//! Not for: page tables or region semantics (`aspace-vm`); not a general ordered map.
+
+mod alloc;
+pub mod arena;
+mod link;
+mod lock;
+mod node;
+mod raw;
+mod readers;
+mod swap;
+mod traverse;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+pub use arena::{ArenaLayout, SEPARATOR_THRESHOLD};
+
+use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END};
+use crate::validate::check_alloc;
+use alloc::AllocOutcome;
+use arena::Hint;
+use aspace_rcu::{Domain, Guard};
+use crossbeam_utils::CachePadded;
+use lock::unlock_node;
+use node::{Kind, Node, MAX_HEIGHT};
+use raw::RawSkipList;
+use readers::{ReaderPool, SLOTS};
+use std::cell::Cell;
+use std::ops::{ControlFlow, Range};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+/// The SOSP'25 concurrent interval skiplist (see the module doc).
+pub struct SkipListMap<V> {
+    raw: RawSkipList<V>,
+    readers: ReaderPool,
+    /// `len` striped by reader slot (Relaxed counters: only their sum is ever read).
+    counts: Box<[CachePadded<AtomicIsize>]>,
+    arenas: Option<(ArenaLayout, Box<[Hint]>)>,
+    /// Ordinary nodes' maximum height.
+    cap: usize,
+}
+
+/// Nodes unlinked by one swap, freed together after a grace period.
+struct Retired<V>(Vec<*mut Node<V>>);
+
+// SAFETY: the nodes are owned by this batch alone (unreachable after the swap); dropping them
+// drops their values on the reclaimer thread, so `V: Send`.
+unsafe impl<V: Send> Send for Retired<V> {}
+
+impl<V> Drop for Retired<V> {
+    fn drop(&mut self) {
+        for &p in &self.0 {
+            // SAFETY: retired nodes are unreachable for readers that began after the swap, this
+            // runs after a grace period, and each node is in exactly one batch.
+            unsafe { Node::dealloc(p) };
+        }
+    }
+}
+
+thread_local! {
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A random height with P(h > k) = 4^-k, capped at `cap`.
+fn random_height(cap: usize) -> usize {
+    let r = RNG.with(|c| {
+        let mut x = c.get();
+        if x == 0 {
+            x = (readers::home_slot() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        c.set(x);
+        x
+    });
+    (1 + (r.trailing_zeros() as usize) / 2).min(cap)
+}
+
+/// A held range of a [`SkipListMap`]: released on drop, consumed by `swap`.
+pub struct SkipLocked<'a, V: Clone + Send + Sync + 'static> {
+    map: &'a SkipListMap<V>,
+    range: Interval,
+    nodes: Vec<*mut Node<V>>,
+}
+
+impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
+    /// The range held.
+    pub fn range(&self) -> Interval {
+        self.range
+    }
+}
+
+impl<V: Clone + Send + Sync + 'static> Drop for SkipLocked<'_, V> {
+    fn drop(&mut self) {
+        for &n in &self.nodes {
+            // SAFETY: held by us since `lock`; held nodes are never retired by others.
+            unsafe { unlock_node(n) };
+        }
+    }
+}
+
+impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
+    /// An empty map without arenas.
+    pub fn new(domain: Domain) -> Self {
+        Self {
+            raw: RawSkipList::new(),
+            readers: ReaderPool::new(domain),
+            counts: (0..SLOTS)
+                .map(|_| CachePadded::new(AtomicIsize::new(0)))
+                .collect(),
+            arenas: None,
+            cap: MAX_HEIGHT,
+        }
+    }
+
+    /// An empty map with per-core arenas (separators inserted at every arena boundary).
+    ///
+    /// # Panics
+    /// If the layout is invalid (`ArenaLayout::validate`).
+    pub fn with_arenas(domain: Domain, layout: ArenaLayout) -> Self {
+        if let Err(e) = layout.validate() {
+            panic!("invalid arena layout {layout:?}: {e}");
+        }
+        let mut m = Self::new(domain);
+        m.cap = SEPARATOR_THRESHOLD - 1;
+        let hints = (0..layout.count)
+            .map(|k| Hint::new(layout.arena(k).start))
+            .collect();
+        m.arenas = Some((layout, hints));
+        let seps: Vec<_> = (0..=layout.count as u64)
+            .map(|k| {
+                let b = layout.base + k * layout.size;
+                Node::alloc(
+                    b,
+                    b,
+                    ArenaLayout::separator_height(k),
+                    Kind::Separator,
+                    None,
+                )
+            })
+            .collect();
+        let end = layout.end();
+        m.readers.with(|_, _| {
+            // SAFETY: inside a read section; the list is empty and not shared yet. A point
+            // range below the first separator locks only the head.
+            unsafe {
+                let locked = m.raw.lock_range(layout.base, end.max(layout.base + 1));
+                let retired = m.raw.swap_locked(&locked, layout.base, end, &seps);
+                debug_assert!(retired.is_empty());
+            }
+        });
+        m
+    }
+
+    /// The arena layout, if any.
+    pub fn arena_layout(&self) -> Option<ArenaLayout> {
+        self.arenas.as_ref().map(|(l, _)| *l)
+    }
+
+    fn add_len(&self, stripe: usize, delta: isize) {
+        if delta != 0 {
+            self.counts[stripe].fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    fn retire(&self, nodes: Vec<*mut Node<V>>) {
+        if !nodes.is_empty() {
+            self.readers.domain().defer_drop(Retired(nodes));
+        }
+    }
+
+    /// Replaces the contents of `[s, e)` (held as `locked`) by `new_ivs` (sorted, disjoint,
+    /// inside `[s, e)`), keeping the parts of the old nodes outside `[s, e)`, re-creating
+    /// uncovered separators, retiring the old nodes, adjusting `len` and the hints.
+    ///
+    /// # Safety
+    /// `locked` came from `raw.lock_range(s, e)` and is held; the caller is in a read section.
+    unsafe fn swap_with(
+        &self,
+        locked: &[*mut Node<V>],
+        s: u64,
+        e: u64,
+        new_ivs: Vec<(Interval, V)>,
+        stripe: usize,
+    ) {
+        let old = &locked[1..];
+        // SAFETY (whole function): held nodes are alive and immutable except their links.
+        let (span_lo, span_hi) = match (old.first(), old.last()) {
+            // SAFETY: held nodes are alive and their intervals and values immutable.
+            (Some(&f), Some(&l)) => unsafe { ((*f).start.min(s), (*l).end.max(e)) },
+            _ => (s, e),
+        };
+        let covered: u64 = new_ivs.iter().map(|(iv, _)| iv.len()).sum();
+        let mut items: Vec<(u64, u64, Kind, Option<V>)> = Vec::with_capacity(new_ivs.len() + 2);
+        if let Some(&f) = old.first() {
+            // SAFETY: held nodes are alive and their intervals and values immutable.
+            let f = unsafe { &*f };
+            if f.is_interval() && f.start < s {
+                items.push((f.start, s, Kind::Interval, Some(f.value().clone())));
+            }
+        }
+        items.extend(
+            new_ivs
+                .into_iter()
+                .map(|(iv, v)| (iv.start, iv.end, Kind::Interval, Some(v))),
+        );
+        if let Some(&l) = old.last() {
+            // SAFETY: held nodes are alive and their intervals and values immutable.
+            let l = unsafe { &*l };
+            if l.is_interval() && l.end > e {
+                items.push((e, l.end, Kind::Interval, Some(l.value().clone())));
+            }
+        }
+        if let Some((layout, _)) = &self.arenas {
+            for b in layout.boundaries_inside(span_lo, span_hi) {
+                if !items
+                    .iter()
+                    .any(|&(a, z, k, _)| k == Kind::Interval && a < b && b < z)
+                {
+                    items.push((b, b, Kind::Separator, None));
+                }
+            }
+        }
+        items.sort_by_key(|&(a, z, _, _)| (a, z));
+        let mut delta = 0isize;
+        let nodes: Vec<_> = items
+            .into_iter()
+            .map(|(a, z, k, v)| {
+                let h = if k == Kind::Separator {
+                    let (layout, _) = self.arenas.as_ref().expect("separators need arenas");
+                    ArenaLayout::separator_height(layout.boundary_index(a))
+                } else {
+                    delta += 1;
+                    random_height(self.cap)
+                };
+                Node::alloc(a, z, h, k, v)
+            })
+            .collect();
+        for &o in old {
+            // SAFETY: held nodes are alive and their intervals and values immutable.
+            if unsafe { (*o).is_interval() } {
+                delta -= 1;
+            }
+        }
+        // SAFETY: forwarded; `nodes` are fresh, sorted, disjoint and inside the old span.
+        let retired = unsafe { self.raw.swap_locked(locked, s, e, &nodes) };
+        self.add_len(stripe, delta);
+        if covered < e - s {
+            if let Some((layout, hints)) = &self.arenas {
+                for (k, hint) in hints.iter().enumerate() {
+                    let a = layout.arena(k);
+                    if a.start < e && s < a.end {
+                        hint.retreat(s.max(a.start));
+                    }
+                }
+            }
+        }
+        self.retire(retired);
+    }
+
+    /// `alloc` that hands the value back on failure (so callers can try elsewhere).
+    fn alloc_inner(&self, within: Interval, len: u64, value: V) -> Result<Interval, (MapError, V)> {
+        let arena = self
+            .arenas
+            .as_ref()
+            .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &hints[k]));
+        self.readers.with(|_, stripe| {
+            let node = Node::alloc(0, 0, random_height(self.cap), Kind::Interval, Some(value));
+            loop {
+                let (seen, from) = match arena {
+                    Some(h) => {
+                        let (w, a) = h.read();
+                        if within.start <= a {
+                            (Some(w), a.min(within.end))
+                        } else {
+                            (None, within.start)
+                        }
+                    }
+                    None => (None, within.start),
+                };
+                // SAFETY: inside a read section; `node` is fresh.
+                match unsafe { self.raw.alloc_insert(from, within.end, len, node) } {
+                    AllocOutcome::Inserted { start, covered_to } => {
+                        self.add_len(stripe, 1);
+                        if let (Some(h), Some(w)) = (arena, seen) {
+                            h.advance(w, covered_to);
+                        }
+                        return Ok(Interval {
+                            start,
+                            end: start + len,
+                        });
+                    }
+                    AllocOutcome::NoSpace => {
+                        // SAFETY: never published.
+                        let v = unsafe { Node::into_value(node) };
+                        return Err((MapError::NoSpace { len, within }, v));
+                    }
+                    AllocOutcome::Straddle(g) => {
+                        // SAFETY: inside a read section.
+                        let locked = unsafe { self.raw.lock_range(g, g + len) };
+                        // SAFETY: held nodes are alive.
+                        let free = unsafe {
+                            (*locked[0]).end <= g
+                                && locked[1..].iter().all(|&n| (*n).kind == Kind::Separator)
+                        };
+                        if !free {
+                            for &n in &locked {
+                                // SAFETY: held by us.
+                                unsafe { unlock_node(n) };
+                            }
+                            continue;
+                        }
+                        // SAFETY: never published.
+                        let v = unsafe { Node::into_value(node) };
+                        let iv = Interval {
+                            start: g,
+                            end: g + len,
+                        };
+                        // SAFETY: held range, inside a read section.
+                        unsafe { self.swap_with(&locked, g, g + len, vec![(iv, v)], stripe) };
+                        return Ok(iv);
+                    }
+                }
+            }
+        })
+    }
+
+    /// Allocates `len` bytes for `value` in arena `core % count` (from its hint), falling back
+    /// to the shared region (outside all arenas) when the arena is full. Without arenas this is
+    /// `alloc(0..KEY_SPACE_END, len, value)`.
+    pub fn alloc_in_arena(&self, core: usize, len: u64, value: V) -> Result<Interval, MapError> {
+        let Some((layout, _)) = &self.arenas else {
+            return self.alloc(0..KEY_SPACE_END, len, value);
+        };
+        let arena = layout.arena(core % layout.count);
+        check_alloc(arena.start..arena.end, len)?;
+        let mut value = match self.alloc_inner(arena, len, value) {
+            Ok(iv) => return Ok(iv),
+            Err((_, v)) => v,
+        };
+        for r in [layout.end()..KEY_SPACE_END, 0..layout.base] {
+            if let Ok(w) = Interval::try_from(r) {
+                match self.alloc_inner(w, len, value) {
+                    Ok(iv) => return Ok(iv),
+                    Err((_, v)) => value = v,
+                }
+            }
+        }
+        drop(value);
+        Err(MapError::NoSpace {
+            len,
+            within: Interval {
+                start: 0,
+                end: KEY_SPACE_END,
+            },
+        })
+    }
+
+    /// Checks every structural invariant (sortedness, disjointness, levels as subsequences,
+    /// heights, no tag left, separators exactly at uncovered arena boundaries, `len`).
+    /// Meaningful only while no other thread updates the map (memory-safe at any time).
+    ///
+    /// # Panics
+    /// On a violated invariant.
+    pub fn check_invariants(&self) {
+        self.readers.with(|_, _| {
+            // SAFETY: inside a read section (and quiescent by this method's contract).
+            let nodes = unsafe { self.raw.check() };
+            let mut intervals = 0usize;
+            let mut seps = Vec::new();
+            for &p in &nodes {
+                // SAFETY: as above.
+                let n = unsafe { &*p };
+                match n.kind {
+                    Kind::Interval => {
+                        intervals += 1;
+                        assert!(n.start < n.end);
+                        assert!(n.height as usize <= self.cap, "ordinary node too high");
+                    }
+                    Kind::Separator => {
+                        assert!((n.height as usize) >= SEPARATOR_THRESHOLD);
+                        seps.push(n.start);
+                    }
+                    Kind::Head => unreachable!("head in level 0"),
+                }
+            }
+            assert_eq!(intervals, self.len(), "len");
+            match &self.arenas {
+                None => assert!(seps.is_empty()),
+                Some((layout, _)) => {
+                    let ivs: Vec<(u64, u64)> = nodes
+                        .iter()
+                        // SAFETY: as above.
+                        .map(|&p| unsafe { ((*p).start, (*p).end, (*p).kind) })
+                        .filter(|&(_, _, k)| k == Kind::Interval)
+                        .map(|(a, z, _)| (a, z))
+                        .collect();
+                    let expected: Vec<u64> = (0..=layout.count as u64)
+                        .map(|k| layout.base + k * layout.size)
+                        .filter(|&b| !ivs.iter().any(|&(a, z)| a < b && b < z))
+                        .collect();
+                    assert_eq!(seps, expected, "separators at uncovered arena boundaries");
+                }
+            }
+        });
+    }
+}
+
+impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
+    type Ref<'g>
+        = &'g V
+    where
+        Self: 'g;
+
+    fn name(&self) -> &'static str {
+        "skiplist"
+    }
+
+    fn domain(&self) -> &Domain {
+        self.readers.domain()
+    }
+
+    #[inline]
+    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+        // SAFETY: the caller's guard keeps every node reachable during the call alive for 'g.
+        let n = unsafe { self.raw.query(addr) }?;
+        Some((
+            Interval {
+                start: n.start,
+                end: n.end,
+            },
+            n.value(),
+        ))
+    }
+
+    fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
+        let iv = Interval::try_from(range)?;
+        self.readers.with(|_, stripe| {
+            // SAFETY: inside a read section; the locked nodes are passed straight to the swap.
+            unsafe {
+                let locked = self.raw.lock_range(iv.start, iv.end);
+                let new = value.map(|v| vec![(iv, v)]).unwrap_or_default();
+                self.swap_with(&locked, iv.start, iv.end, new, stripe);
+            }
+        });
+        Ok(())
+    }
+
+    fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
+        let within = check_alloc(within, len)?;
+        self.alloc_inner(within, len, value).map_err(|(e, _)| e)
+    }
+
+    fn visit<'g>(
+        &'g self,
+        range: Range<u64>,
+        _guard: &'g Guard<'_>,
+        f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
+    ) -> Result<(), MapError> {
+        let iv = Interval::try_from(range)?;
+        // SAFETY: the caller's guard keeps reachable nodes alive.
+        unsafe {
+            self.raw.visit(iv.start, iv.end, &mut |n| {
+                f(
+                    Interval {
+                        start: n.start,
+                        end: n.end,
+                    },
+                    n.value(),
+                )
+            })
+        };
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        let sum: isize = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        sum.max(0) as usize
+    }
+}
+
+impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
+    type Locked<'a>
+        = SkipLocked<'a, V>
+    where
+        Self: 'a;
+
+    fn lock(&self, range: Range<u64>) -> Result<SkipLocked<'_, V>, MapError> {
+        let iv = Interval::try_from(range)?;
+        // SAFETY: inside a read section; afterwards the held nodes pin themselves.
+        let nodes = self
+            .readers
+            .with(|_, _| unsafe { self.raw.lock_range(iv.start, iv.end) });
+        Ok(SkipLocked {
+            map: self,
+            range: iv,
+            nodes,
+        })
+    }
+
+    /// Replaces the contents of the held range by `new_intervals`; parts of overlapped intervals
+    /// outside the held range are kept. An interval outside the range or overlapping another is
+    /// refused with `OutOfRange` (nothing changes; the range is released).
+    fn swap(
+        &self,
+        locked: SkipLocked<'_, V>,
+        mut new_intervals: Vec<(Interval, V)>,
+    ) -> Result<(), MapError> {
+        assert!(
+            std::ptr::eq(locked.map, self),
+            "swap with a lock of another map"
+        );
+        let r = locked.range;
+        new_intervals.sort_by_key(|(iv, _)| *iv);
+        let mut last_end = r.start;
+        for (iv, _) in &new_intervals {
+            if iv.start < last_end || iv.end > r.end {
+                return Err(MapError::OutOfRange {
+                    start: iv.start,
+                    end: iv.end,
+                });
+            }
+            last_end = iv.end;
+        }
+        let nodes = std::mem::take(&mut { locked }.nodes);
+        self.readers.with(|_, stripe| {
+            // SAFETY: `nodes` are held (taken out of the lock, whose drop now releases nothing).
+            unsafe { self.swap_with(&nodes, r.start, r.end, new_intervals, stripe) }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! Node-granular interval locking fused with traversal (SOSP'25 §4.2-§4.3, Fig. 18 `Lock`).
+//!
+//! A node is locked by setting the LOCKED tag on its level-0 link with a CAS from an untagged
+//! link; that holds the node *and the gap after it*. `lock_range([s, e))` finds the level-0
+//! predecessor of the range (the last node with `end <= s`), locks it (restarting if it turns out
+//! DELETED or INVALIDATED, i.e. no longer in the list), then walks right locking every node whose
+//! start is below `e`, so that afterwards the predecessor, every node overlapping the range and
+//! therefore every gap touching it are held. If a node locked on the way still precedes the range
+//! (a concurrent insert landed between the predecessor and the range), it becomes the new
+//! predecessor and the old one is unlocked.
+//!
+//! Waiting: a LOCKED node is waited for (yield loop). Locks are taken left to right only and a
+//! holder never waits for a lock to its left, and inserts (alloc, swap) hold only their own new
+//! nodes while they finish their towers without waiting, so there is no deadlock.
+//!
+//! Why locked nodes stay allocated without an RCU section (Lemma B.1): only the holder of a
+//! node's lock and of its predecessor's lock can swap it out, so a held node is never retired by
+//! anyone else. By Theorem B.2 the node after a locked node is never INVALIDATED; level-0 links
+//! are never DELETED in this implementation (removal from level 0 is always a swap), so the
+//! `lock_node` failure inside the walk cannot happen; it is handled anyway by releasing and
+//! restarting.
+//!
+//! Not for: the swap itself (`swap.rs`).
+
+use super::link::{pack, ptr, tag, Tag};
+use super::node::Node;
+use super::raw::{spin_wait, RawSkipList};
+use super::traverse::Position;
+use crate::sync::Ordering;
+
+/// Locks `node` (waits while another thread holds it). False if it is DELETED or INVALIDATED.
+///
+/// # Safety
+/// `node` is alive for the call.
+pub(crate) unsafe fn lock_node<V>(node: *mut Node<V>) -> bool {
+    // SAFETY: alive per the precondition.
+    let link = unsafe { (*node).next(0) };
+    loop {
+        // Acquire: pairs with the Release unlock store of the previous holder, so what it wrote
+        // while holding the node happens-before our critical section.
+        let w = link.load(Ordering::Acquire);
+        match tag(w) {
+            Tag::None => {
+                // Acquire on success: as above.
+                if link
+                    .compare_exchange(
+                        w,
+                        pack(ptr::<V>(w), Tag::Locked),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return true;
+                }
+            }
+            Tag::Locked => spin_wait(),
+            Tag::Deleted | Tag::Invalidated => return false,
+        }
+    }
+}
+
+/// Unlocks a node held by the caller.
+///
+/// # Safety
+/// The caller holds `node`'s lock (so only it writes the link).
+pub(crate) unsafe fn unlock_node<V>(node: *mut Node<V>) {
+    // SAFETY: alive (held).
+    let link = unsafe { (*node).next(0) };
+    let w = link.load(Ordering::Relaxed);
+    debug_assert_eq!(tag(w), Tag::Locked);
+    // Release: publishes the critical section; pairs with the Acquire in `lock_node` and with
+    // traversals' Acquire loads of this link.
+    link.store(pack(ptr::<V>(w), Tag::None), Ordering::Release);
+}
+
+impl<V> RawSkipList<V> {
+    /// Locks `[s, e)`: returns the locked nodes, the level-0 predecessor first, then every node
+    /// overlapping the range in order.
+    ///
+    /// # Safety
+    /// The caller keeps reachable nodes alive during the call (see `raw.rs`).
+    pub(crate) unsafe fn lock_range(&self, s: u64, e: u64) -> Vec<*mut Node<V>> {
+        let mut pos = Position::new();
+        'restart: loop {
+            // SAFETY: precondition forwarded.
+            unsafe { self.find(s, e, self.levels(), &mut pos) };
+            let mut node = pos.preds[0];
+            // SAFETY: reached from the head, alive.
+            if !unsafe { lock_node(node) } {
+                continue 'restart;
+            }
+            let mut locked = vec![node];
+            // SAFETY: `node` is held by us, alive.
+            let mut next = ptr::<V>(unsafe { (*node).load(0) });
+            // SAFETY: `next` is reached from a held node; alive per the precondition.
+            while !next.is_null() && unsafe { (*next).start } < e {
+                // SAFETY: as above.
+                if !unsafe { lock_node(next) } {
+                    for &n in &locked {
+                        // SAFETY: held by us.
+                        unsafe { unlock_node(n) };
+                    }
+                    continue 'restart;
+                }
+                locked.push(next);
+                // SAFETY: a node we hold or reached from one; alive (held or per the precondition).
+                if unsafe { (*next).end } <= s {
+                    // A concurrent insert between the predecessor and the range: advance.
+                    // SAFETY: held by us.
+                    unsafe { unlock_node(node) };
+                    locked.remove(0);
+                }
+                node = next;
+                // SAFETY: a node we hold or reached from one; alive (held or per the precondition).
+                next = ptr(unsafe { (*node).load(0) });
+            }
+            return locked;
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Loom models of the skiplist protocols (filled in below).

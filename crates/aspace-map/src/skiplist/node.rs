@@ -1,0 +1,174 @@
+//! Skiplist nodes: an interval, a value, a height and a tower of tagged links, in one allocation.
+//!
+//! Layout (`repr(C)`): `start, end, height, kind, value`, then `height` link words. The tower is
+//! allocated inline after the header (crossbeam-skiplist does the same) so that a node of height
+//! <= 4 with a `u64` value fits one cache line, which is what a traversal touches.
+//!
+//! Kinds: the `Head` sentinel (height `MAX_HEIGHT`, interval `[0, 0)`, no value), `Separator`
+//! nodes (zero-length `[b, b)` at arena boundaries, no value; never reported by queries, visits or
+//! `len`), and `Interval` nodes (a value). Separators sort before an interval starting at the same
+//! address, so both `start` and `end` are non-decreasing along every level.
+//!
+//! This is the crate's one module that calls `alloc`/`dealloc` for skiplist nodes. A node is
+//! freed either by the owner of the whole list (`Drop`) or, once unlinked, after an RCU grace
+//! period (`retire.rs`).
+//!
+//! Not for: link protocols (see `link.rs` and the operations).
+
+use crate::sync::{AtomicUsize, Ordering};
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::mem::MaybeUninit;
+use std::ptr;
+
+/// Highest tower (the head's).
+pub(crate) const MAX_HEIGHT: usize = 20;
+
+/// What a node is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub(crate) enum Kind {
+    /// The head sentinel.
+    Head,
+    /// A zero-length arena separator.
+    Separator,
+    /// A mapped interval with a value.
+    Interval,
+}
+
+/// A node header; `height` link words follow it in the same allocation.
+#[repr(C)]
+pub(crate) struct Node<V> {
+    /// First address (page-aligned).
+    pub start: u64,
+    /// One past the last address (`== start` for the head and separators).
+    pub end: u64,
+    /// Number of links in the tower (1..=MAX_HEIGHT).
+    pub height: u32,
+    /// Head, separator or interval.
+    pub kind: Kind,
+    /// Initialised iff `kind == Interval`.
+    value: MaybeUninit<V>,
+    /// The tower (`height` entries follow).
+    tower: [AtomicUsize; 0],
+}
+
+impl<V> Node<V> {
+    fn layout(height: usize) -> Layout {
+        Layout::new::<Self>()
+            .extend(Layout::array::<AtomicUsize>(height).expect("tower layout"))
+            .expect("node layout")
+            .0
+            .pad_to_align()
+    }
+
+    /// Allocates a node whose links are all `null`/untagged, except level 0 which is `link0`.
+    pub(crate) fn alloc(
+        start: u64,
+        end: u64,
+        height: usize,
+        kind: Kind,
+        value: Option<V>,
+    ) -> *mut Self {
+        assert!((1..=MAX_HEIGHT).contains(&height), "height {height}");
+        debug_assert_eq!(value.is_some(), kind == Kind::Interval);
+        let layout = Self::layout(height);
+        // SAFETY: the layout has a non-zero size (the header alone is non-empty).
+        let p = unsafe { alloc(layout) } as *mut Self;
+        if p.is_null() {
+            handle_alloc_error(layout);
+        }
+        let value = match value {
+            Some(v) => MaybeUninit::new(v),
+            None => MaybeUninit::uninit(),
+        };
+        // SAFETY: `p` is a fresh allocation of `layout`, which holds the header and `height`
+        // link words after `tower`; every field is written exactly once before any read.
+        unsafe {
+            ptr::addr_of_mut!((*p).start).write(start);
+            ptr::addr_of_mut!((*p).end).write(end);
+            ptr::addr_of_mut!((*p).height).write(height as u32);
+            ptr::addr_of_mut!((*p).kind).write(kind);
+            ptr::addr_of_mut!((*p).value).write(value);
+            let tower = ptr::addr_of_mut!((*p).tower) as *mut AtomicUsize;
+            for i in 0..height {
+                tower.add(i).write(AtomicUsize::new(0));
+            }
+        }
+        p
+    }
+
+    /// Frees a node (drops its value and its links).
+    ///
+    /// # Safety
+    /// `p` came from [`Node::alloc`], is freed once, and no thread can reach it any more.
+    pub(crate) unsafe fn dealloc(p: *mut Self) {
+        // SAFETY: the caller owns `p` exclusively; it was initialised by `alloc`.
+        unsafe {
+            let height = (*p).height as usize;
+            if (*p).kind == Kind::Interval {
+                (*p).value.assume_init_drop();
+            }
+            let tower = ptr::addr_of_mut!((*p).tower) as *mut AtomicUsize;
+            for i in 0..height {
+                ptr::drop_in_place(tower.add(i));
+            }
+            dealloc(p as *mut u8, Self::layout(height));
+        }
+    }
+
+    /// The link at level `i` (`i < height`).
+    #[inline]
+    pub(crate) fn next(&self, i: usize) -> &AtomicUsize {
+        debug_assert!(
+            i < self.height as usize,
+            "level {i} >= height {}",
+            self.height
+        );
+        // SAFETY: the allocation holds `height` initialised link words after `tower`, and
+        // `i < height`; the reference lives no longer than `self`.
+        unsafe { &*(ptr::addr_of!(self.tower) as *const AtomicUsize).add(i) }
+    }
+
+    /// The value of an interval node.
+    #[inline]
+    pub(crate) fn value(&self) -> &V {
+        debug_assert_eq!(self.kind, Kind::Interval);
+        // SAFETY: interval nodes are created with a value, which lives until `dealloc`.
+        unsafe { self.value.assume_init_ref() }
+    }
+
+    /// Whether this is an interval (not the head or a separator).
+    #[inline]
+    pub(crate) fn is_interval(&self) -> bool {
+        self.kind == Kind::Interval
+    }
+
+    /// Loads link `i` (Acquire: pairs with the Release store or CAS that published its target,
+    /// so the target's fields are initialised when we read them).
+    #[inline]
+    pub(crate) fn load(&self, i: usize) -> usize {
+        self.next(i).load(Ordering::Acquire)
+    }
+}
+
+impl<V> Node<V> {
+    /// Takes the value out of an unpublished interval node and frees the node.
+    ///
+    /// # Safety
+    /// `p` came from [`Node::alloc`] with a value, was never published, and is not used again.
+    pub(crate) unsafe fn into_value(p: *mut Self) -> V {
+        // SAFETY: the caller owns `p`; the value is initialised and read exactly once, then the
+        // node is freed without dropping it again.
+        unsafe {
+            debug_assert_eq!((*p).kind, Kind::Interval);
+            let v = (*p).value.assume_init_read();
+            let height = (*p).height as usize;
+            let tower = ptr::addr_of_mut!((*p).tower) as *mut AtomicUsize;
+            for i in 0..height {
+                ptr::drop_in_place(tower.add(i));
+            }
+            dealloc(p as *mut u8, Self::layout(height));
+            v
+        }
+    }
+}

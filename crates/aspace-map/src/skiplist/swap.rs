@@ -1,0 +1,174 @@
+//! Swap (SOSP'25 §4.2-§4.3, Fig. 8 and Fig. 18 `Swap`): replace the locked old nodes by new
+//! nodes in one step visible to queries, with collective height decrement and increment.
+//!
+//! Given the locked nodes `[pred, old...]` of a range `[s, e)` and the new nodes (sorted,
+//! disjoint, inside the span the old nodes covered):
+//! 1. *collective height decrement*: mark every upper link of every old node DELETED (top-down);
+//! 2. chain the new nodes at every level (each level's last new node is linked to that level's
+//!    successor after step 3); their level-0 links carry LOCKED (see "closed cases");
+//! 3. `find(s, e)`: the traversal unlinks every marked old node from the upper levels (helping;
+//!    other traversals may do it for us) and returns each level's predecessor and successor;
+//! 4. **commit**: one Release store of `pred`'s level-0 link, to the first new node (or to the
+//!    successor when there is none). This is the linearization point (Appendix B.2): the old
+//!    nodes leave level 0, the new ones enter it, and `pred` is unlocked, atomically;
+//! 5. mark the old nodes' level-0 links INVALIDATED, so that updaters that stood on them restart;
+//! 6. *collective height increment*: at each level `1..maxh`, one CAS links all new nodes of that
+//!    level at once (`preds[i]: succs[i] -> first new node at level i`); on failure the level is
+//!    retried after a fresh `find` (lower levels stay linked);
+//! 7. unlock the new nodes. The old nodes are returned for reclamation after a grace period.
+//!
+//! Closed cases (left open by the paper):
+//! - *Inserted nodes are born LOCKED* (swap and alloc alike) and unlocked only after their tower
+//!   is complete. Otherwise an inserter still linking upper levels could link a node at level `i`
+//!   after a concurrent swap had already marked and unlinked it there, leaving a retired node
+//!   reachable (use after free). Being locked, a node under construction cannot be an old node.
+//! - *Increment CAS failure*: retried per level with a fresh `find`, never given up, so a node's
+//!   height field always equals the levels it is linked at once it is unlocked.
+//! - *Upper-level helping*: unlinking an old node at level `i` happens in `find` from its level-`i`
+//!   predecessor; no node can be re-linked in front of an unlinked one because every link CAS
+//!   expects its successor to still be linked there (ABA is excluded: the successor is not freed
+//!   while the CASing thread is in its read section).
+//!
+//! Not for: computing the new nodes (map's trimmed remainders, separators: the facade).
+
+use super::link::{pack, ptr, Tag};
+use super::lock::unlock_node;
+use super::node::{Node, MAX_HEIGHT};
+use super::raw::RawSkipList;
+use super::traverse::Position;
+use crate::sync::Ordering;
+use std::ptr::null_mut;
+
+impl<V> RawSkipList<V> {
+    /// Swaps the locked old nodes `locked[1..]` for `new` and releases every lock; returns the
+    /// old nodes, now unreachable for operations that start after this returns.
+    ///
+    /// # Safety
+    /// `locked` came from `lock_range(s, e)` and is still held; `new` are fresh nodes from
+    /// `Node::alloc`, sorted, disjoint from each other and from everything outside the old
+    /// nodes' span; the caller keeps reachable nodes alive (see `raw.rs`).
+    pub(crate) unsafe fn swap_locked(
+        &self,
+        locked: &[*mut Node<V>],
+        s: u64,
+        e: u64,
+        new: &[*mut Node<V>],
+    ) -> Vec<*mut Node<V>> {
+        let pred = locked[0];
+        let old = &locked[1..];
+        // 1. Mark the old nodes' upper links (top-down).
+        for &o in old {
+            // SAFETY: held by us, alive.
+            let o = unsafe { &*o };
+            for i in (1..o.height as usize).rev() {
+                // AcqRel: Release orders the mark before our unlinking CASes in `find`, which
+                // helpers read with Acquire; only None/Deleted occur at upper levels.
+                o.next(i).fetch_or(Tag::Deleted as usize, Ordering::AcqRel);
+            }
+        }
+        // 2. Chain the new nodes per level.
+        let mut left = [null_mut::<Node<V>>(); MAX_HEIGHT];
+        let mut right = [null_mut::<Node<V>>(); MAX_HEIGHT];
+        let mut maxh = 0;
+        for &n in new {
+            // SAFETY: fresh, unpublished.
+            let h = unsafe { (*n).height } as usize;
+            maxh = maxh.max(h);
+            for i in 0..h {
+                if left[i].is_null() {
+                    left[i] = n;
+                }
+                if !right[i].is_null() {
+                    let t = if i == 0 { Tag::Locked } else { Tag::None };
+                    // Relaxed: unpublished; the commit store / level CAS publishes it.
+                    // SAFETY: fresh, unpublished.
+                    unsafe { (*right[i]).next(i) }.store(pack(n, t), Ordering::Relaxed);
+                }
+                right[i] = n;
+            }
+        }
+        // 3. Unlink the old nodes from the upper levels; find each level's neighbours.
+        self.raise_top(maxh);
+        let levels = self.levels().max(maxh);
+        let mut pos = Position::new();
+        // SAFETY: precondition forwarded.
+        unsafe { self.find(s, e, levels, &mut pos) };
+        // The level-0 successor is stable: the last locked node holds the gap before it.
+        let last = *locked.last().expect("at least the predecessor");
+        // Relaxed: we hold `last`, so only we write its link.
+        // SAFETY: held, alive.
+        let succ0 = ptr::<V>(unsafe { (*last).next(0) }.load(Ordering::Relaxed));
+        for (i, &r) in right.iter().enumerate().take(maxh) {
+            let (succ, t) = if i == 0 {
+                (succ0, Tag::Locked)
+            } else {
+                (pos.succs[i], Tag::None)
+            };
+            // Relaxed: unpublished at this level.
+            // SAFETY: fresh node.
+            unsafe { (*r).next(i) }.store(pack(succ, t), Ordering::Relaxed);
+        }
+        // 4. Commit. Release: publishes the new nodes' contents and links (and our critical
+        // section); pairs with the Acquire loads of traversals and of `lock_node`.
+        let first = if new.is_empty() { succ0 } else { new[0] };
+        // SAFETY: held, alive.
+        unsafe { (*pred).next(0) }.store(pack(first, Tag::None), Ordering::Release);
+        // 5. Invalidate the old nodes.
+        for &o in old {
+            // SAFETY: still held by us (nobody else writes the link), alive.
+            let link = unsafe { (*o).next(0) };
+            let w = link.load(Ordering::Relaxed);
+            // Release: pairs with the Acquire of waiters in `lock_node`/`alloc`, which restart.
+            link.store(pack(ptr::<V>(w), Tag::Invalidated), Ordering::Release);
+        }
+        // 6. Collective height increment.
+        // SAFETY: precondition forwarded; the new nodes are locked by us.
+        unsafe { self.link_upper(s, e, &left, &right, maxh, levels, &mut pos) };
+        // 7. Unlock the new nodes.
+        for &n in new {
+            // SAFETY: born locked by us.
+            unsafe { unlock_node(n) };
+        }
+        old.to_vec()
+    }
+
+    /// Links a chain of new nodes (already in level 0, held LOCKED by the caller, covering a
+    /// part of `[s, e)`) at levels `1..maxh`, one CAS per level; `pos` holds a recent `find(s,
+    /// e)` at `levels >= maxh` levels.
+    ///
+    /// # Safety
+    /// The caller holds the new nodes' locks and keeps reachable nodes alive.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn link_upper(
+        &self,
+        s: u64,
+        e: u64,
+        left: &[*mut Node<V>; MAX_HEIGHT],
+        right: &[*mut Node<V>; MAX_HEIGHT],
+        maxh: usize,
+        levels: usize,
+        pos: &mut Position<V>,
+    ) {
+        for i in 1..maxh {
+            loop {
+                // Relaxed: the chain's last link at level `i` is unpublished until the CAS.
+                // SAFETY: our new node.
+                unsafe { (*right[i]).next(i) }
+                    .store(pack(pos.succs[i], Tag::None), Ordering::Relaxed);
+                // Release: publishes the chain at this level; pairs with traversals' Acquire.
+                // SAFETY: reached by `find`, alive.
+                let linked = unsafe { (*pos.preds[i]).next(i) }.compare_exchange(
+                    pack(pos.succs[i], Tag::None),
+                    pack(left[i], Tag::None),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                );
+                if linked.is_ok() {
+                    break;
+                }
+                // SAFETY: precondition forwarded.
+                unsafe { self.find(s, e, levels, pos) };
+            }
+        }
+    }
+}
