@@ -162,7 +162,7 @@ impl<F: Flavor> Domain<F> {
 
     /// Runs `f` on the reclaimer thread after a grace period.
     pub fn call(&self, f: impl FnOnce() + Send + 'static) {
-        self.core().queue.push(Entry::Call(Box::new(f)));
+        self.core().queue.push(Entry::call(f));
     }
 
     /// Drops `value` on the reclaimer thread after a grace period.

@@ -5,9 +5,10 @@
 //! `call()`, `defer_drop()` and `defer_free()` push an [`Entry`] onto one mutex-protected `Vec`
 //! and bump `queued`. The enqueue path is a lock, a push and an unlock: no system call and no
 //! condvar notification, except when the reclaimer is asleep on an empty queue (the first entry
-//! wakes it) or is gathering a batch and the queue just reached `batch_size`. A typed free
-//! (`defer_free`, `defer_drop`) is stored as a pointer plus a monomorphised drop function, so it
-//! costs no allocation of its own; `call()` boxes its closure.
+//! wakes it) or is gathering a batch and the queue just reached `batch_size`. Every entry is
+//! two words, a pointer plus a monomorphised function that consumes it: a typed free
+//! (`defer_free`, `defer_drop`) costs no allocation of its own, and `call()` boxes its closure
+//! by its concrete type (once; not at all when it captures nothing).
 //!
 //! # Reclaimer
 //!
@@ -45,20 +46,19 @@ use crate::stats::Counters;
 use crate::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-/// One deferred action.
-pub(crate) enum Entry {
-    /// Drop the `Box<T>` behind `ptr` with `drop_fn::<T>`.
-    Free {
-        ptr: *mut (),
-        drop_fn: unsafe fn(*mut ()),
-    },
-    /// Run a closure.
-    Call(Box<dyn FnOnce() + Send>),
+/// One deferred action: a type-erased owned pointer and the monomorphised function that
+/// consumes it. Two words for every kind of callback (no enum tag, no fat pointer), so a queue
+/// entry is 16 bytes on 64-bit targets and four fit in a cache line.
+pub(crate) struct Entry {
+    ptr: *mut (),
+    /// Consumes `ptr`: drops the `Box<T>` (`free_box`) or runs the boxed closure (`call`).
+    run: unsafe fn(*mut ()),
 }
 
-// SAFETY: `Free` entries are made only by `free_box::<T>` with `T: Send` from a pointer whose
-// ownership was transferred to the queue (the `defer_free`/`defer_drop` contracts), so running
-// `drop_fn` on another thread is dropping a `Box<T: Send>` there. `Call` is `Send` already.
+// SAFETY: entries are made only by `free_box::<T>` with `T: Send` from a pointer whose
+// ownership was transferred to the queue (the `defer_free`/`defer_drop` contracts), or by
+// `call::<F>` with `F: Send` from a box it owns; running `run` on another thread is dropping a
+// `Box<T: Send>` or calling a `F: Send` there.
 unsafe impl Send for Entry {}
 
 impl Entry {
@@ -73,19 +73,32 @@ impl Entry {
             // SAFETY: per this function's contract, `ptr` is an owned `Box<T>` pointer.
             drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
         }
-        Entry::Free {
+        Entry {
             ptr: ptr.cast(),
-            drop_fn: drop_box::<T>,
+            run: drop_box::<T>,
+        }
+    }
+
+    /// An entry that runs `f` (boxed once, by its concrete type: no allocation at all for a
+    /// closure that captures nothing).
+    pub(crate) fn call<F: FnOnce() + Send + 'static>(f: F) -> Self {
+        /// # Safety
+        /// `ptr` is an owned `Box<F>` pointer, consumed exactly once here.
+        unsafe fn call_box<F: FnOnce()>(ptr: *mut ()) {
+            // SAFETY: per this function's contract, `ptr` is an owned `Box<F>` pointer.
+            let f = unsafe { Box::from_raw(ptr.cast::<F>()) };
+            f();
+        }
+        Entry {
+            ptr: Box::into_raw(Box::new(f)).cast(),
+            run: call_box::<F>,
         }
     }
 
     fn run(self) {
-        match self {
-            // SAFETY: the entry owns `ptr` and `drop_fn` is the matching `drop_box::<T>`
-            // (`free_box`'s contract); running consumes the entry, so it runs once.
-            Entry::Free { ptr, drop_fn } => unsafe { drop_fn(ptr) },
-            Entry::Call(f) => f(),
-        }
+        // SAFETY: the entry owns `ptr` and `run` is the function made for its type (`free_box`
+        // and `call`); running consumes the entry, so it runs once.
+        unsafe { (self.run)(self.ptr) }
     }
 }
 
@@ -214,11 +227,17 @@ impl Queue {
     fn finish(&self, batch: &mut Vec<Entry>, upto: u64, stats: &Counters) {
         let n = batch.len() as u64;
         let mut panics = 0;
-        for entry in batch.drain(..) {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| entry.run())).is_err() {
-                panics += 1;
-            }
+        // One unwind guard around the whole loop, not one per entry: after a panic the loop
+        // resumes with the entry after the one that panicked.
+        let mut rest = batch.drain(..);
+        while std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rest.by_ref().for_each(Entry::run);
+        }))
+        .is_err()
+        {
+            panics += 1;
         }
+        drop(rest);
         // A burst must not pin a huge buffer forever.
         if batch.capacity() > 64 * 1024 {
             batch.shrink_to(1024);

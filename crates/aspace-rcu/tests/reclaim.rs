@@ -187,11 +187,16 @@ fn last_handle_dropped_by_a_callback_shuts_down_cleanly() {
 fn panicking_callback_is_counted_and_reclaimer_continues() {
     let domain = Domain::<Memb>::new();
     let drops = Arc::new(AtomicUsize::new(0));
+    // Two panics in one batch (the default 1 ms gathering delay), each followed by work that
+    // must still run: the reclaimer resumes after the entry that panicked.
     domain.call(|| panic!("callback panic (expected by the test)"));
     domain.defer_drop(Counted(drops.clone()));
+    domain.call(|| panic!("second callback panic (expected by the test)"));
+    domain.defer_drop(Counted(drops.clone()));
     domain.barrier();
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
-    assert_eq!(domain.stats().callback_panics, 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    assert_eq!(domain.stats().callback_panics, 2);
+    assert_eq!(domain.stats().callbacks_run, 4);
 }
 
 #[test]
