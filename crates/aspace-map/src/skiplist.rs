@@ -584,3 +584,6 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
         Ok(())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

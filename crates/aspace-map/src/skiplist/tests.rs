@@ -1,0 +1,202 @@
+//! Unit tests of what the shared conformance suite does not reach: arenas (separators, hints,
+//! fallback to the shared region, allocation across a separator), interval locking (`lock`,
+//! `swap`, release on drop) and reclamation (every removed value dropped after `barrier()`).
+
+use super::{ArenaLayout, SkipListMap};
+use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, PAGE_SIZE as P};
+use aspace_rcu::Domain;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Arc;
+
+const LAYOUT: ArenaLayout = ArenaLayout {
+    count: 4,
+    size: 16 * P,
+    base: 64 * P,
+};
+
+fn all(m: &SkipListMap<u64>) -> Vec<(u64, u64, u64)> {
+    let r = m.domain().register();
+    let g = r.read();
+    let mut out = Vec::new();
+    m.visit(0..crate::KEY_SPACE_END, &g, &mut |iv, v| {
+        out.push((iv.start / P, iv.end / P, *v));
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn arena_allocs_fill_the_arena_then_fall_back_to_the_shared_region() {
+    let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
+    m.check_invariants();
+    let arena = LAYOUT.arena(1);
+    for i in 0..16 {
+        let iv = m.alloc_in_arena(5, P, i).unwrap();
+        assert_eq!(
+            iv.start,
+            arena.start + i * P,
+            "contiguous first fit from the hint"
+        );
+    }
+    let iv = m.alloc_in_arena(1, P, 99).unwrap();
+    assert!(
+        iv.start >= LAYOUT.end() || iv.end <= LAYOUT.base,
+        "fallback outside arenas: {iv}"
+    );
+    m.check_invariants();
+}
+
+#[test]
+fn the_hint_moves_back_after_a_free() {
+    let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
+    let a: Vec<Interval> = (0..4).map(|i| m.alloc_in_arena(0, P, i).unwrap()).collect();
+    m.map(a[1].start..a[1].end, None).unwrap();
+    assert_eq!(
+        m.alloc_in_arena(0, P, 7).unwrap(),
+        a[1],
+        "the freed page is reused first"
+    );
+    // The contract's alloc in an arena stays exact first fit with the hint.
+    m.map(a[0].start..a[0].end, None).unwrap();
+    let arena = LAYOUT.arena(0);
+    assert_eq!(m.alloc(arena.start..arena.end, P, 8).unwrap(), a[0]);
+    m.check_invariants();
+}
+
+#[test]
+fn a_mapping_across_an_arena_boundary_drops_and_restores_the_separator() {
+    let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
+    let b = LAYOUT.arena(1).start;
+    m.map(b - 2 * P..b + 2 * P, Some(1)).unwrap();
+    m.check_invariants();
+    let r = m.domain().register();
+    {
+        let g = r.read();
+        assert_eq!(
+            m.query(b, &g).map(|(iv, v)| (iv, *v)),
+            Some((Interval::new(b - 2 * P, b + 2 * P).unwrap(), 1))
+        );
+    }
+    // Trimming the interval so it ends at the boundary brings the separator back.
+    m.map(b..b + 2 * P, None).unwrap();
+    m.check_invariants();
+    m.map(b - P..b + P, Some(2)).unwrap();
+    m.map(0..crate::KEY_SPACE_END, None).unwrap();
+    m.check_invariants();
+    assert!(m.is_empty());
+}
+
+#[test]
+fn an_alloc_that_fits_only_across_a_separator_covers_it() {
+    let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
+    let b = LAYOUT.arena(2).start;
+    m.map(b - 8 * P..b - P, Some(1)).unwrap();
+    m.map(b + P..b + 8 * P, Some(2)).unwrap();
+    let iv = m.alloc(b - 8 * P..b + 8 * P, 2 * P, 3).unwrap();
+    assert_eq!(iv, Interval::new(b - P, b + P).unwrap());
+    m.check_invariants();
+    assert_eq!(m.len(), 3);
+}
+
+#[test]
+fn swap_replaces_the_held_range_and_keeps_what_lies_outside() {
+    let m = SkipListMap::new(Domain::new());
+    m.map(0..10 * P, Some(1)).unwrap();
+    m.map(12 * P..14 * P, Some(2)).unwrap();
+    let l = m.lock(5 * P..13 * P).unwrap();
+    assert_eq!(l.range(), Interval::new(5 * P, 13 * P).unwrap());
+    let new = vec![
+        (Interval::new(6 * P, 7 * P).unwrap(), 3),
+        (Interval::new(8 * P, 9 * P).unwrap(), 4),
+    ];
+    m.swap(l, new).unwrap();
+    assert_eq!(all(&m), vec![(0, 5, 1), (6, 7, 3), (8, 9, 4), (13, 14, 2)]);
+    m.check_invariants();
+}
+
+#[test]
+fn swap_refuses_intervals_outside_the_held_range_and_releases_it() {
+    let m = SkipListMap::new(Domain::new());
+    m.map(0..4 * P, Some(1)).unwrap();
+    let l = m.lock(P..2 * P).unwrap();
+    let bad = vec![(Interval::new(0, 3 * P).unwrap(), 9)];
+    assert_eq!(
+        m.swap(l, bad),
+        Err(MapError::OutOfRange {
+            start: 0,
+            end: 3 * P
+        })
+    );
+    // Released: a new lock and a map go through, nothing changed.
+    drop(m.lock(0..4 * P).unwrap());
+    assert_eq!(all(&m), vec![(0, 4, 1)]);
+    m.check_invariants();
+}
+
+#[test]
+fn held_ranges_on_disjoint_intervals_coexist() {
+    let m = SkipListMap::new(Domain::new());
+    m.map(0..P, Some(1)).unwrap();
+    m.map(4 * P..5 * P, Some(2)).unwrap();
+    m.map(8 * P..9 * P, Some(3)).unwrap();
+    let a = m.lock(0..P).unwrap();
+    let b = m.lock(8 * P..9 * P).unwrap();
+    // `a` holds node 0 (and the gap after it), `b` holds node 4 (the predecessor) and node 8.
+    // A map of 8..9 needs nodes 4 and 8: it waits in another thread until `b` is dropped.
+    std::thread::scope(|s| {
+        let h = s.spawn(|| m.map(8 * P..9 * P, None).unwrap());
+        drop(a);
+        drop(b);
+        h.join().unwrap();
+    });
+    assert_eq!(all(&m), vec![(0, 1, 1), (4, 5, 2)]);
+}
+
+/// A value that counts its live copies.
+struct Counted(Arc<AtomicIsize>);
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn every_removed_node_is_reclaimed_after_barrier() {
+    let live = Arc::new(AtomicIsize::new(0));
+    let new = || {
+        live.fetch_add(1, Ordering::Relaxed);
+        Counted(Arc::clone(&live))
+    };
+    let domain = Domain::new();
+    let m = SkipListMap::with_arenas(domain.clone(), LAYOUT);
+    for i in 0..200u64 {
+        let s = (i * 7) % 120;
+        m.map(s * P..(s + 1 + i % 5) * P, Some(new())).unwrap();
+        if i % 3 == 0 {
+            let _ = m.alloc_in_arena(i as usize, P, new());
+        }
+        if i % 4 == 0 {
+            m.map(s * P..(s + 2) * P, None).unwrap();
+        }
+    }
+    m.check_invariants();
+    domain.barrier();
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        m.len() as isize,
+        "values of removed intervals dropped"
+    );
+    drop(m);
+    domain.barrier();
+    assert_eq!(live.load(Ordering::Relaxed), 0, "every value dropped");
+}
