@@ -6,6 +6,13 @@
 //! paper's Fig. 4 node (left, right, size, value) with the interval bounds as the key, plus the
 //! gap augmentation of `augment.rs` (Linux's `rb_subtree_gap`, generalised).
 //!
+//! The summary is packed into three words ([`PackedSummary`]): `min_start`, `max_end` and
+//! `max_gap` are multiples of `PAGE_SIZE` (interval bounds are page-aligned), so their low 12
+//! bits are free and hold the subtree size, 12 bits per word (so a tree holds fewer than 2^36
+//! nodes, checked). With a `u64` value a node is then exactly 64 bytes, one cache line (the
+//! allocator's 64-byte size class is line-aligned), instead of 72 bytes rounded up to 80, where
+//! half of the nodes had their lookup fields split over two lines.
+//!
 //! Invariants:
 //! - `start`, `end` and `value` never change after the node is published (a node reachable by
 //!   readers is immutable except for its child pointers): a reader never sees a torn interval.
@@ -26,9 +33,10 @@
 //! Not for: anything but the Bonsai tree (`tree.rs`, `update.rs`).
 
 use super::augment::Summary;
+use crate::contract::PAGE_SIZE;
 use crate::sync::{AtomicPtr, Ordering};
 use std::ptr;
-use std::sync::atomic::{AtomicU64 as WriterOnlyU64, AtomicUsize as WriterOnlyUsize};
+use std::sync::atomic::AtomicU64 as WriterOnlyU64;
 
 /// One tree node (see the module doc).
 #[repr(C)]
@@ -43,14 +51,8 @@ pub(crate) struct Node<V> {
     pub(crate) end: u64,
     /// The interval's value.
     pub(crate) value: V,
-    /// Writer only: nodes in this subtree.
-    size: WriterOnlyUsize,
-    /// Writer only: the lowest start in this subtree.
-    min_start: WriterOnlyU64,
-    /// Writer only: the highest end in this subtree.
-    max_end: WriterOnlyU64,
-    /// Writer only: the largest gap between two consecutive intervals of this subtree.
-    max_gap: WriterOnlyU64,
+    /// Writer only: the subtree summary (size, min start, max end, largest inner gap).
+    summary: PackedSummary,
     /// Loom only: a tracked cell written when the node is built and read by every lookup that
     /// visits it, so the model checker reports a lookup that reaches a node whose construction
     /// does not happen-before it (a missing Release/Acquire pair on a publishing store).
@@ -74,10 +76,7 @@ impl<V> Node<V> {
             right: AtomicPtr::new(right),
             end,
             value,
-            size: WriterOnlyUsize::new(sum.size),
-            min_start: WriterOnlyU64::new(sum.min_start),
-            max_end: WriterOnlyU64::new(sum.max_end),
-            max_gap: WriterOnlyU64::new(sum.max_gap),
+            summary: PackedSummary::new(sum),
             #[cfg(loom)]
             witness: loom::cell::UnsafeCell::new(0),
         });
@@ -90,13 +89,7 @@ impl<V> Node<V> {
     /// The stored subtree summary (writer only).
     #[inline]
     pub(crate) fn summary(&self) -> Summary {
-        // Relaxed (all four): writer-only data, ordered by the writer lock (see the module doc).
-        Summary {
-            size: self.size.load(Ordering::Relaxed),
-            min_start: self.min_start.load(Ordering::Relaxed),
-            max_end: self.max_end.load(Ordering::Relaxed),
-            max_gap: self.max_gap.load(Ordering::Relaxed),
-        }
+        self.summary.load()
     }
 
     /// Recomputes the summary from this node's interval and the summaries of `left` and
@@ -105,11 +98,7 @@ impl<V> Node<V> {
     #[inline]
     pub(crate) fn resummarize(&self, left: *mut Node<V>, right: *mut Node<V>) {
         let sum = Summary::join(self.start, self.end, summary_of(left), summary_of(right));
-        // Relaxed (all four): writer-only data (see the module doc).
-        self.size.store(sum.size, Ordering::Relaxed);
-        self.min_start.store(sum.min_start, Ordering::Relaxed);
-        self.max_end.store(sum.max_end, Ordering::Relaxed);
-        self.max_gap.store(sum.max_gap, Ordering::Relaxed);
+        self.summary.store(sum);
     }
 
     /// Loom only: the tracked read that checks this node's construction happens-before the
@@ -137,11 +126,113 @@ pub(crate) fn summary_of<V>(n: *mut Node<V>) -> Option<Summary> {
 #[inline]
 pub(crate) fn size_of_tree<V>(n: *mut Node<V>) -> usize {
     // SAFETY: as in `summary_of`.
-    unsafe { n.as_ref() }.map_or(0, |n| n.size.load(Ordering::Relaxed))
+    unsafe { n.as_ref() }.map_or(0, |n| n.summary.load().size)
+}
+
+/// The low bits of a page-aligned value, where the packed summary keeps 12 bits of the size.
+const LOW: u64 = PAGE_SIZE - 1;
+/// Bits of the size kept in each word.
+const LOW_BITS: u32 = PAGE_SIZE.trailing_zeros();
+/// Exclusive bound of a packed size (three words of `LOW_BITS` bits).
+pub(crate) const MAX_TREE_SIZE: usize = 1 << (3 * LOW_BITS);
+
+/// A [`Summary`] in three writer-only words (see the module doc): word `i` holds a page-aligned
+/// field (`min_start`, `max_end`, `max_gap`) plus bits `12 i .. 12 (i + 1)` of the size.
+///
+/// Accessed with `Relaxed` only: writer-only data, ordered by the writer lock; readers never
+/// touch it (see the module doc).
+struct PackedSummary {
+    words: [WriterOnlyU64; 3],
+}
+
+impl PackedSummary {
+    #[inline]
+    fn pack(s: Summary) -> [u64; 3] {
+        debug_assert!(
+            (s.min_start | s.max_end | s.max_gap) & LOW == 0,
+            "summary fields must be page-aligned: {s:?}"
+        );
+        assert!(
+            s.size < MAX_TREE_SIZE,
+            "a Bonsai tree holds fewer than 2^36 nodes"
+        );
+        let size = s.size as u64;
+        [
+            s.min_start | (size & LOW),
+            s.max_end | ((size >> LOW_BITS) & LOW),
+            s.max_gap | ((size >> (2 * LOW_BITS)) & LOW),
+        ]
+    }
+
+    #[inline]
+    fn new(s: Summary) -> Self {
+        Self {
+            words: Self::pack(s).map(WriterOnlyU64::new),
+        }
+    }
+
+    #[inline]
+    fn load(&self) -> Summary {
+        // Relaxed: writer-only data (see the type doc).
+        let [a, b, c] = [0, 1, 2].map(|i| self.words[i].load(Ordering::Relaxed));
+        Summary {
+            size: ((a & LOW) | ((b & LOW) << LOW_BITS) | ((c & LOW) << (2 * LOW_BITS))) as usize,
+            min_start: a & !LOW,
+            max_end: b & !LOW,
+            max_gap: c & !LOW,
+        }
+    }
+
+    #[inline]
+    fn store(&self, s: Summary) {
+        for (w, v) in self.words.iter().zip(Self::pack(s)) {
+            // Relaxed: writer-only data (see the type doc).
+            w.store(v, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A null child pointer.
 #[inline]
 pub(crate) fn null<V>() -> *mut Node<V> {
     ptr::null_mut()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_summary_round_trips_every_size_bit_and_full_width_bounds() {
+        let top = !LOW;
+        for size in [1, LOW as usize, 1 << 12, (1 << 24) + 5, MAX_TREE_SIZE - 1] {
+            let s = Summary {
+                size,
+                min_start: PAGE_SIZE,
+                max_end: top,
+                max_gap: top - PAGE_SIZE,
+            };
+            let p = PackedSummary::new(s);
+            assert_eq!(p.load(), s);
+            let t = Summary { size: 3, ..s };
+            p.store(t);
+            assert_eq!(p.load(), t);
+        }
+    }
+
+    #[test]
+    fn a_node_with_a_word_value_fills_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Node<u64>>(), 64);
+    }
+
+    #[test]
+    #[should_panic(expected = "fewer than 2^36 nodes")]
+    fn packing_rejects_a_size_past_its_bits() {
+        PackedSummary::pack(Summary {
+            size: MAX_TREE_SIZE,
+            min_start: 0,
+            max_end: PAGE_SIZE,
+            max_gap: 0,
+        });
+    }
 }

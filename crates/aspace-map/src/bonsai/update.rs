@@ -260,6 +260,7 @@ impl<'t, V: Clone> Update<'t, V> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::PAGE_SIZE as P;
 
     /// Runs one update on `tree`, then frees its batch at once (no readers in these tests).
     fn with_update<V: Clone>(tree: &RawTree<V>, f: impl FnOnce(&mut Update<'_, V>)) -> usize {
@@ -287,24 +288,24 @@ mod tests {
     fn ascending_inserts_stay_balanced_and_sorted() {
         let tree = RawTree::new();
         for k in 0..200u64 {
-            with_update(&tree, |up| up.insert(k * 2, k * 2 + 1, k));
+            with_update(&tree, |up| up.insert(k * 2 * P, (k * 2 + 1) * P, k));
             // SAFETY: single-threaded test.
             assert_eq!(unsafe { tree.check() }, k as usize + 1);
         }
-        assert_eq!(keys(&tree), (0..200).map(|k| k * 2).collect::<Vec<_>>());
+        assert_eq!(keys(&tree), (0..200).map(|k| k * 2 * P).collect::<Vec<_>>());
     }
 
     #[test]
     fn deletes_of_inner_nodes_keep_balance_and_order() {
         let tree = RawTree::new();
         for k in 0..100u64 {
-            with_update(&tree, |up| up.insert(k * 2, k * 2 + 1, k));
+            with_update(&tree, |up| up.insert(k * 2 * P, (k * 2 + 1) * P, k));
         }
-        let mut left: Vec<u64> = (0..100).map(|k| k * 2).collect();
+        let mut left: Vec<u64> = (0..100).map(|k| k * 2 * P).collect();
         // Delete in an order that hits nodes with two children.
         for i in (0..100u64).map(|i| (i * 37) % 100) {
-            with_update(&tree, |up| up.delete(i * 2));
-            left.retain(|&k| k != i * 2);
+            with_update(&tree, |up| up.delete(i * 2 * P));
+            left.retain(|&k| k != i * 2 * P);
             // SAFETY: single-threaded test.
             assert_eq!(unsafe { tree.check() }, left.len());
             assert_eq!(keys(&tree), left);
@@ -315,26 +316,32 @@ mod tests {
     fn insert_without_rotation_commits_once() {
         let tree = RawTree::new();
         for k in [8u64, 4, 12] {
-            with_update(&tree, |up| up.insert(k, k + 1, k));
+            with_update(&tree, |up| up.insert(k * P, (k + 1) * P, k));
         }
         // Below a balanced root, adding a leaf is one in-place store.
-        assert_eq!(with_update(&tree, |up| up.insert(2, 3, 2)), 1);
-        assert_eq!(with_update(&tree, |up| up.replace(12, 12, 13, 99)), 1);
-        assert_eq!(with_update(&tree, |up| up.delete(2)), 1);
+        assert_eq!(with_update(&tree, |up| up.insert(2 * P, 3 * P, 2)), 1);
+        assert_eq!(
+            with_update(&tree, |up| up.replace(12 * P, 12 * P, 13 * P, 99)),
+            1
+        );
+        assert_eq!(with_update(&tree, |up| up.delete(2 * P)), 1);
     }
 
     #[test]
     fn replace_changes_bounds_and_value_in_one_commit() {
         let tree = RawTree::new();
         for k in 0..10u64 {
-            with_update(&tree, |up| up.insert(k * 10, k * 10 + 5, k));
+            with_update(&tree, |up| up.insert(k * 10 * P, (k * 10 + 5) * P, k));
         }
-        assert_eq!(with_update(&tree, |up| up.replace(50, 52, 58, 77)), 1);
+        assert_eq!(
+            with_update(&tree, |up| up.replace(50 * P, 52 * P, 58 * P, 77)),
+            1
+        );
         // SAFETY: single-threaded test.
-        let n = unsafe { tree.find(53) }.expect("replaced interval");
-        assert_eq!((n.start, n.end, n.value), (52, 58, 77));
+        let n = unsafe { tree.find(53 * P) }.expect("replaced interval");
+        assert_eq!((n.start, n.end, n.value), (52 * P, 58 * P, 77));
         // SAFETY: single-threaded test.
-        assert!(unsafe { tree.find(50) }.is_none());
+        assert!(unsafe { tree.find(50 * P) }.is_none());
         // SAFETY: single-threaded test.
         assert_eq!(unsafe { tree.check() }, 10);
     }
