@@ -4,8 +4,12 @@
 //! Here a writer first spins with `crossbeam_utils::Backoff` (readers' sections are short, so the
 //! reader it waits for usually leaves within a microsecond or two), then yields its CPU (on a
 //! machine with fewer cores than runnable threads the reader may need this CPU to finish), and
-//! only after that sleeps, starting at 20 us and doubling to 1 ms, so that a long read section
-//! (or an offline-forgetting qsbr thread) does not burn a core.
+//! only after that sleeps, so that a long read section (or an offline-forgetting qsbr thread)
+//! does not burn a core. Each sleep lasts an eighth of the time already spent sleeping, clamped
+//! to [20 us, 1 ms]: the writer notices the reader's exit at most ~12.5% (or 20 us) late, so a
+//! reader that was descheduled for a few milliseconds costs the grace period those
+//! milliseconds and not a millisecond of oversleep on top, while a reader that stays inside a
+//! section for long is polled at most a thousand times a second.
 //!
 //! Under loom every step is `loom::thread::yield_now()` so the model scheduler runs the readers.
 //!
@@ -18,12 +22,15 @@ use std::time::Instant;
 /// Yields after the spin phase before the first sleep.
 #[cfg(not(loom))]
 const YIELDS: u32 = 64;
-/// First sleep.
+/// Shortest sleep.
 #[cfg(not(loom))]
 const FIRST_SLEEP: Duration = Duration::from_micros(20);
 /// Longest sleep.
 #[cfg(not(loom))]
 const MAX_SLEEP: Duration = Duration::from_millis(1);
+/// A sleep lasts the time already spent sleeping divided by this (bounded relative oversleep).
+#[cfg(not(loom))]
+const OVERSLEEP_DIVISOR: u32 = 8;
 
 /// One writer waiting for one reader slot.
 pub(crate) struct WaitBackoff {
@@ -31,8 +38,6 @@ pub(crate) struct WaitBackoff {
     spin: crossbeam_utils::Backoff,
     #[cfg(not(loom))]
     yields: u32,
-    #[cfg(not(loom))]
-    sleep: Duration,
     #[cfg(not(loom))]
     sleeping_since: Option<Instant>,
 }
@@ -44,8 +49,6 @@ impl WaitBackoff {
             spin: crossbeam_utils::Backoff::new(),
             #[cfg(not(loom))]
             yields: 0,
-            #[cfg(not(loom))]
-            sleep: FIRST_SLEEP,
             #[cfg(not(loom))]
             sleeping_since: None,
         }
@@ -63,9 +66,9 @@ impl WaitBackoff {
                 self.yields += 1;
                 std::thread::yield_now();
             } else {
-                self.sleeping_since.get_or_insert_with(Instant::now);
-                std::thread::sleep(self.sleep);
-                self.sleep = (self.sleep * 2).min(MAX_SLEEP);
+                let since = *self.sleeping_since.get_or_insert_with(Instant::now);
+                let sleep = (since.elapsed() / OVERSLEEP_DIVISOR).clamp(FIRST_SLEEP, MAX_SLEEP);
+                std::thread::sleep(sleep);
             }
         }
     }

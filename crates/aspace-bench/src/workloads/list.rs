@@ -171,21 +171,37 @@ impl Drop for RcuList {
     }
 }
 
-/// How an RCU reader of a given flavor ends a stretch of read sections.
+/// How an RCU reader of a given flavor ends a stretch of read sections, and how it steps aside
+/// while it blocks outside the measured loop.
 pub trait Quiesce: Flavor + Sized {
     /// `memb`: nothing (read sections end with their guard). `qsbr`: announce a quiescent state.
     fn quiesce(reader: &Reader<Self>);
+    /// Before blocking outside any read section (e.g. in the harness' start barrier, after a
+    /// setup that registered the reader): `qsbr` goes offline, so that grace periods do not
+    /// wait for a thread that is asleep; `memb`: nothing (outside a section it never delays
+    /// a grace period).
+    fn park(reader: &Reader<Self>);
+    /// After such a block, before the first read section: `qsbr` comes back online.
+    fn unpark(reader: &Reader<Self>);
 }
 
 impl Quiesce for Memb {
     #[inline]
     fn quiesce(_reader: &Reader<Memb>) {}
+    fn park(_reader: &Reader<Memb>) {}
+    fn unpark(_reader: &Reader<Memb>) {}
 }
 
 impl Quiesce for Qsbr {
     #[inline]
     fn quiesce(reader: &Reader<Qsbr>) {
         reader.quiescent_state();
+    }
+    fn park(reader: &Reader<Qsbr>) {
+        reader.offline();
+    }
+    fn unpark(reader: &Reader<Qsbr>) {
+        reader.online();
     }
 }
 

@@ -8,7 +8,8 @@
 //! `ns_per_op` is the mean latency (only thread 0 counts operations). Extras: `median_us` and
 //! `p99_us` of the recorded latencies, `readers` (active reader threads), `reader_ops_per_sec`.
 //! The synchronising thread is not a registered reader (a QSBR thread that stays online would
-//! hold up its own grace period).
+//! hold up its own grace period). Reader threads register during setup and stay offline (qsbr)
+//! while they wait in the start barrier, coming online only when the measured loop starts.
 //!
 //! Not for: reclamation throughput (`rcu-update` measures `defer_free` under load).
 
@@ -61,7 +62,13 @@ fn run_flavor<F: Quiesce>(threads: usize, config: &Config) -> Sample {
     let domain = Domain::<F>::new();
     let list = RcuList::new();
     let timed = run_timed(threads, config.duration, None, |t| {
-        let reader = (t > 0).then(|| domain.register());
+        // Registered in setup, then parked (qsbr: offline) while the thread blocks in the start
+        // barrier: an online qsbr reader asleep there would stall the first grace periods.
+        let reader = (t > 0).then(|| {
+            let r = domain.register();
+            F::park(&r);
+            r
+        });
         let (domain, list) = (&domain, &list);
         move |stop: &Stop| match reader {
             None => {
@@ -74,6 +81,7 @@ fn run_flavor<F: Quiesce>(threads: usize, config: &Config) -> Sample {
                 Counted::Latencies(lat)
             }
             Some(reader) => {
+                F::unpark(&reader);
                 let mut n = 0;
                 while !stop.is_set() {
                     {

@@ -104,6 +104,8 @@ trait Target: Sync {
     type Local;
     /// Per-thread state for a thread that reads (`reads = true`) or only updates.
     fn local(&self, reads: bool) -> Self::Local;
+    /// Called by the thread when the measured loop starts (after the start barrier).
+    fn start(&self, _local: &Self::Local) {}
     /// One traversal; returns the sum.
     fn read(&self, local: &Self::Local) -> u64;
     /// One head replacement.
@@ -136,7 +138,18 @@ impl<F: Quiesce> RcuTarget<F> {
 impl<F: Quiesce> Target for RcuTarget<F> {
     type Local = Option<Reader<F>>;
     fn local(&self, reads: bool) -> Self::Local {
-        reads.then(|| self.domain.register())
+        // Parked (qsbr: offline) until `start`: an online qsbr reader asleep in the start
+        // barrier would stall the reclaimer's first grace periods.
+        reads.then(|| {
+            let r = self.domain.register();
+            F::park(&r);
+            r
+        })
+    }
+    fn start(&self, local: &Self::Local) {
+        if let Some(r) = local {
+            F::unpark(r);
+        }
     }
     #[inline]
     fn read(&self, local: &Self::Local) -> u64 {
@@ -299,6 +312,7 @@ fn thread_body<T: Target>(
     seed: u64,
     stop: &Stop,
 ) -> Counts {
+    target.start(local);
     let mut rng = SmallRng::seed_from_u64(seed + 1);
     let mut c = Counts::default();
     let mut ops = 0u64;
