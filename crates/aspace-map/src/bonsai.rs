@@ -13,8 +13,10 @@
 //! Locking and RCU contract:
 //! - `query`/`visit`: lock-free, under the caller's read guard of `domain()`; returned references
 //!   live as long as the guard.
-//! - `map`/`alloc`: serialized by ONE writer `Mutex`; they read the tree with the lock held and
-//!   retire nodes into a batch handed to the domain after the lock is released.
+//! - `map`/`alloc`: serialized by ONE writer `Mutex` (which also owns the writer's reusable
+//!   scratch buffers); they read the tree with the lock held and retire nodes into a batch
+//!   handed to the domain after the lock is released (one callback per update; a batch of one
+//!   node is handed over as the node itself, without allocating).
 //! - `len`: a counter written under the writer lock, read with `Relaxed` (a snapshot).
 //!
 //! What readers may observe during an update. `alloc`, and a `map` whose range covers exactly
@@ -66,11 +68,24 @@ use std::ops::{ControlFlow, Range};
 use tree::RawTree;
 use update::Update;
 
+/// The writer's buffers, reused from update to update so that an update allocates only its
+/// new nodes (and a retired batch of more than one node). Empty between updates.
+struct Scratch<V> {
+    /// The nodes a `map` overlaps.
+    over: Vec<*mut Node<V>>,
+    /// The fresh-node list of `Update`.
+    fresh: Vec<*mut Node<V>>,
+}
+
+// SAFETY: the buffers are empty whenever the lock that owns them is free; while it is held they
+// hold pointers to nodes of the tree, which the tree (Send for V: Send) owns.
+unsafe impl<V: Send> Send for Scratch<V> {}
+
 /// The Bonsai RCU interval map (see the module doc).
 pub struct BonsaiMap<V> {
     tree: RawTree<V>,
     /// The single writer lock: held by `map`/`alloc` for the whole update.
-    writer: Mutex<()>,
+    writer: Mutex<Scratch<V>>,
     /// Number of intervals. Written under `writer`; `Relaxed` (a counter, no ordering).
     count: AtomicUsize,
     domain: Domain,
@@ -82,7 +97,10 @@ impl<V> BonsaiMap<V> {
     pub fn new(domain: Domain) -> Self {
         Self {
             tree: RawTree::new(),
-            writer: Mutex::new(()),
+            writer: Mutex::new(Scratch {
+                over: Vec::new(),
+                fresh: Vec::new(),
+            }),
             count: AtomicUsize::new(0),
             domain,
         }
@@ -103,20 +121,31 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
 
     /// Hands an update's unlinked nodes to the domain (one callback per update).
     fn reclaim(&self, retired: Retired<V>) {
-        if !retired.is_empty() {
-            self.domain.defer_drop(retired);
+        if retired.is_empty() {
+            return;
+        }
+        match retired.into_single() {
+            // SAFETY: the node came from `Node::alloc` (a Box), was unlinked by the update that
+            // retired it (unreachable for readers that start after the update's commits), and
+            // was taken out of its batch, so it is passed here once.
+            Ok(node) => unsafe { self.domain.defer_free(node) },
+            Err(batch) => self.domain.defer_drop(batch),
         }
     }
 
     /// Runs `f` as one update under the writer lock, then reclaims what it unlinked.
-    fn update<R>(&self, f: impl FnOnce(&mut Update<'_, V>) -> R) -> R {
+    fn update<R>(&self, f: impl FnOnce(&mut Update<'_, V>, &mut Vec<*mut Node<V>>) -> R) -> R {
         let (r, retired) = {
-            let _w = self.writer.lock();
+            let mut scratch = self.writer.lock();
+            let fresh = std::mem::take(&mut scratch.fresh);
             // SAFETY: the writer lock is held for the update's lifetime, so this is the only
             // writer; the batch is freed by the domain after a grace period.
-            let mut up = unsafe { Update::new(&self.tree) };
-            let r = f(&mut up);
-            (r, up.finish())
+            let mut up = unsafe { Update::with_scratch(&self.tree, fresh) };
+            let r = f(&mut up, &mut scratch.over);
+            scratch.over.clear();
+            let (retired, fresh) = up.finish_with_scratch();
+            scratch.fresh = fresh;
+            (r, retired)
         };
         self.reclaim(retired);
         r
@@ -126,9 +155,15 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
     ///
     /// # Preconditions
     /// Runs inside `update`, i.e. with the writer lock held.
-    fn map_locked(&self, up: &mut Update<'_, V>, range: Interval, value: Option<V>) {
+    fn map_locked(
+        &self,
+        up: &mut Update<'_, V>,
+        over: &mut Vec<*mut Node<V>>,
+        range: Interval,
+        value: Option<V>,
+    ) {
         let Interval { start: s, end: e } = range;
-        let mut over: Vec<*mut Node<V>> = Vec::new();
+        over.clear();
         // SAFETY: the writer lock is held; nodes reached stay allocated until this update's batch
         // is freed after a grace period, i.e. after this function returns.
         let _ = unsafe {
@@ -221,13 +256,13 @@ where
 
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let range = Interval::try_from(range)?;
-        self.update(|up| self.map_locked(up, range, value));
+        self.update(|up, over| self.map_locked(up, over, range, value));
         Ok(())
     }
 
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
         let within = check_alloc(within, len)?;
-        self.update(|up| {
+        self.update(|up, _| {
             // SAFETY: the writer lock is held (inside `update`); `len > 0` (checked above).
             let start = unsafe { self.tree.first_fit(within, len) }
                 .ok_or(MapError::NoSpace { len, within })?;
@@ -265,5 +300,33 @@ where
 
     fn len(&self) -> usize {
         self.count.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::PAGE_SIZE as P;
+    use std::sync::Arc;
+
+    #[test]
+    fn every_unlinked_node_is_freed_after_a_grace_period() {
+        let token = Arc::new(());
+        let map = BonsaiMap::new(Domain::new());
+        // Ascending inserts rotate (batches of several nodes); removals of leaves retire one node.
+        for i in 0..200u64 {
+            map.map(i * 2 * P..(i * 2 + 1) * P, Some(token.clone()))
+                .unwrap();
+        }
+        for i in (0..200u64).step_by(3) {
+            map.map(i * 2 * P..(i * 2 + 1) * P, None).unwrap();
+        }
+        let a = map.alloc(0..1000 * P, P, token.clone()).unwrap();
+        map.map(a.start..a.end, None).unwrap();
+        map.check_invariants();
+        map.domain().barrier();
+        assert_eq!(Arc::strong_count(&token), 1 + map.len());
+        drop(map);
+        assert_eq!(Arc::strong_count(&token), 1);
     }
 }

@@ -37,6 +37,7 @@ use crate::sync::Ordering;
 pub(crate) struct Update<'t, V> {
     pub(super) tree: &'t RawTree<V>,
     /// Nodes of the current step not yet reachable by readers (at most a few per tree level).
+    /// Its buffer is the writer's scratch, reused from update to update.
     pub(super) fresh: Vec<*mut Node<V>>,
     /// Published nodes this update unlinked.
     pub(super) retired: Retired<V>,
@@ -63,22 +64,41 @@ impl<'t, V: Clone> Update<'t, V> {
     /// The caller is the only writer of `tree` until the update is finished (it holds the
     /// writer lock for the update's lifetime), and frees the returned `Retired` batch only after
     /// a grace period covering every reader that could have loaded a pointer before `finish`.
+    #[cfg(test)]
     pub(crate) unsafe fn new(tree: &'t RawTree<V>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::with_scratch(tree, Vec::new()) }
+    }
+
+    /// [`Update::new`] with an empty buffer to reuse for the fresh-node list (see
+    /// [`Update::finish_with_scratch`]).
+    ///
+    /// # Safety
+    /// As for [`Update::new`].
+    pub(crate) unsafe fn with_scratch(tree: &'t RawTree<V>, fresh: Vec<*mut Node<V>>) -> Self {
+        debug_assert!(fresh.is_empty());
         Self {
             tree,
-            fresh: Vec::new(),
+            fresh,
             retired: Retired::new(),
             commits: 0,
         }
     }
 
     /// Ends the update: the batch of unlinked nodes, to be freed after a grace period.
+    #[cfg(test)]
     pub(crate) fn finish(self) -> Retired<V> {
+        self.finish_with_scratch().0
+    }
+
+    /// Ends the update: the batch of unlinked nodes, to be freed after a grace period, and the
+    /// (empty) fresh-node buffer for the next update.
+    pub(crate) fn finish_with_scratch(self) -> (Retired<V>, Vec<*mut Node<V>>) {
         debug_assert!(
             self.fresh.is_empty(),
             "an update ended with unpublished nodes"
         );
-        self.retired
+        (self.retired, self.fresh)
     }
 
     /// Commit stores done so far.
