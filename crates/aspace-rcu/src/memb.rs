@@ -2,30 +2,34 @@
 //!
 //! # Reader
 //!
-//! Each reader owns one word in its registered slot: the nesting count in the low half and the
-//! reader group in bit [`GROUP`]. RCU-READ-LOCK stores `gp_ctr` (the current group with a
-//! nesting count of 1) into the word when it is the outermost lock, otherwise increments it;
-//! RCU-READ-UNLOCK decrements it (the outermost unlock stores 0). Both are plain (`Relaxed`)
-//! accesses to the reader's own cache line, separated from the read section by compiler
-//! barriers only (L and U). In fallback mode (no membarrier) L and U are `fence(SeqCst)`, which
-//! is liburcu's "mb" flavor.
+//! Each reader owns one word in its registered slot: the nesting count in the low bits, the
+//! barrier-mode bit [`FULL_FENCES`] above it and the reader group in bit [`GROUP`].
+//! RCU-READ-LOCK stores `gp_ctr` (the current group with a nesting count of 1) into the word
+//! when it is the outermost lock, otherwise increments it; RCU-READ-UNLOCK decrements it (the
+//! outermost unlock leaves the word at rest: 0, or `FULL_FENCES` in fallback mode). Both are
+//! plain (`Relaxed`) accesses to the reader's own cache line, separated from the read section
+//! by compiler barriers only (L and U). In fallback mode (no membarrier) L and U are
+//! `fence(SeqCst)`, which is liburcu's "mb" flavor.
 //!
 //! The read path is shaped for the common case, an outermost section in membarrier mode, which
-//! compiles to straight-line code with no taken branch:
+//! compiles to straight-line code with no taken branch (3 loads, 2 stores, 2 fused
+//! compare-and-branch, checked in the `rcu-read` loop's disassembly):
 //!
 //! ```text
-//! lock:    w = word; if w & NEST_MASK != 0 -> nested (cold: word = w + 1)
-//!          g = gp_ctr; word = g; if g & FULL_FENCES -> fence(SeqCst) (cold); compiler fence L
-//! unlock:  w = word; if w & (NEST_MASK | FULL_FENCES) != 1 -> slow (cold: nested or fallback)
+//! lock:    w = word; if w & (NEST_MASK | FULL_FENCES) != 0 -> lock_slow (cold: nested, or
+//!                                                             fallback: store gp_ctr, fence)
+//!          word = gp_ctr; compiler fence L
+//! unlock:  w = word; if w & (NEST_MASK | FULL_FENCES) != 1 -> unlock_slow (cold: nested, or
+//!                                                             fallback: fence, word = at rest)
 //!          compiler fence U; word = 0
 //! ```
 //!
 //! The barrier mode is not a separate field that every lock and unlock would load: a
-//! fallback-mode domain sets bit [`FULL_FENCES`] in `gp_ctr`, which never flips, so the outermost
-//! lock learns the mode from the value it loads anyway and every reader word inherits it, which
-//! is what unlock tests together with the nesting count. The writer ignores the bit
-//! (IS-PREEXISTING-READER looks only at the nesting count and the group), so the protocol is the
-//! thesis' unchanged.
+//! fallback-mode domain sets [`FULL_FENCES`] in `gp_ctr`, where it never flips, and in every
+//! reader word at rest (`MembSlot::new`), so one test of the word the lock and unlock load
+//! anyway routes a fallback reader to the cold path, which issues the full fences. The writer
+//! ignores the bit (IS-PREEXISTING-READER looks only at the nesting count and the group), so
+//! the protocol is the thesis' unchanged.
 //!
 //! Why the nesting count stays packed in the word rather than in a reader-private cell: the
 //! outermost lock must load *something* private to learn that it is outermost, and the word is
@@ -70,9 +74,11 @@
 //!    SRCU) guarantees that when we flip, the group we then wait for contains every pre-existing
 //!    reader and the now-current group contains only readers that started after F-L, which
 //!    (by 1) see W. That is why one flip suffices where Signal URCU needs two.
-//! 3. *F-U pairs with U.* After the writer observed T's word leave the old group (or drop to 0),
-//!    F-U forces a barrier in T, ordering all of R's accesses (before U in program order) before
-//!    the writer's return, so the caller may free what R read.
+//! 3. *F-U pairs with U.* After the writer observed T's word leave the old group (or its
+//!    nesting count drop to 0), F-U forces a barrier in T, ordering all of R's accesses (before
+//!    U in program order) before the writer's return, so the caller may free what R read.
+//!    Whatever guard of a nested section drops last runs U (the count, not the guard, decides),
+//!    so dropping guards out of order never ends a section early.
 //! 4. *Early exit (E).* B reads `cur_gp` after its barrier E. If, once B holds the mutex,
 //!    `cur_gp > gp_in_progress`, some A incremented `cur_gp` after B's read: B's load is
 //!    coherence-ordered before A's increment, so B's E precedes A's S in the SeqCst order. Every
