@@ -3,9 +3,9 @@
 //! - `aspace`: the default suite (every workload and design at 1 and 2 threads, progress bar,
 //!   results directory under `results/`, summary table);
 //! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
-//!   [--json] [--update-pct P] [--intervals N]`: one workload; `--json` prints exactly one JSON
-//!   object per measurement per line on stdout and nothing else (the progress bar, if any, is on
-//!   stderr and hidden with `--json`);
+//!   [--json] [--update-pct P] [--intervals N] [--writers K]`: one workload; `--json` prints
+//!   exactly one JSON object per measurement per line on stdout and nothing else (the progress
+//!   bar, if any, is on stderr and hidden with `--json`);
 //! - `aspace list`: workloads, what each thread does, and their designs.
 //!
 //! The process allocator is mimalloc (see [`GLOBAL`]), as the papers' evaluations avoid glibc
@@ -71,6 +71,9 @@ struct BenchArgs {
     /// ds-*: intervals per thread.
     #[arg(long, default_value_t = 10_000)]
     intervals: usize,
+    /// readers-writers: how many of the threads (the last ones) write; needs threads > writers.
+    #[arg(long, default_value_t = 1)]
+    writers: usize,
 }
 
 /// What `aspace bench` will run, after validation.
@@ -110,9 +113,19 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         duration: Duration::from_millis(args.duration_ms),
         update_pct,
         intervals: args.intervals,
+        writers: args.writers,
     };
     if workload.name().starts_with("ds-") {
         workloads::arena::check_intervals(&config)?;
+    }
+    let min_threads = workload.min_threads(&config);
+    if let Some(&t) = args.threads.iter().find(|&&t| t < min_threads) {
+        return Err(BenchError::InvalidArgument(format!(
+            "{} needs at least {min_threads} threads with --writers {} (a reader besides the \
+             writers), got --threads {t}",
+            workload.name(),
+            config.writers
+        )));
     }
     let mut points = Vec::new();
     for design in designs {
@@ -286,6 +299,27 @@ mod tests {
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
         let b = bench_args(&["bench", "ds-map", "--intervals", "0"]);
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn readers_writers_needs_more_threads_than_writers() {
+        let rw = |threads, writers| {
+            plan(&bench_args(&[
+                "bench",
+                "readers-writers",
+                "--threads",
+                threads,
+                "--writers",
+                writers,
+            ]))
+        };
+        let b = bench_args(&["bench", "readers-writers", "--threads", "1,2"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        assert!(matches!(rw("3", "3"), Err(BenchError::InvalidArgument(_))));
+        let p = rw("3", "2").unwrap();
+        assert_eq!(p.config.writers, 2);
+        assert_eq!(p.points.len(), 4);
+        assert!(rw("1", "0").is_ok());
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct Config {
     pub update_pct: u32,
     /// `ds-*`: intervals per thread (population of `ds-query`/`ds-map`, reset size of `ds-alloc`).
     pub intervals: usize,
+    /// `readers-writers`: how many threads (the last ones) insert and delete; the others read.
+    pub writers: usize,
 }
 
 impl Default for Config {
@@ -38,6 +40,7 @@ impl Default for Config {
             duration: Duration::from_millis(500),
             update_pct: 100,
             intervals: 10_000,
+            writers: 1,
         }
     }
 }
@@ -129,6 +132,13 @@ pub trait Workload: Send + Sync {
     fn thread_scaling(&self, m: &crate::measurement::Measurement) -> bool {
         let _ = m;
         true
+    }
+
+    /// The fewest threads a run with `config` needs (`readers-writers` needs a reader besides
+    /// its `--writers`). The command line refuses smaller counts and the suite skips them.
+    fn min_threads(&self, config: &Config) -> usize {
+        let _ = config;
+        1
     }
 
     /// Runs one repeat of `design` on `threads` threads for `config.duration`.

@@ -41,10 +41,61 @@ fn list_names_every_workload_with_its_designs() {
         "ds-query",
         "ds-alloc",
         "ds-map",
+        "readers-writers",
     ] {
         assert!(text.contains(w), "{w} missing from:\n{text}");
     }
     assert!(text.contains("btree (baseline)"));
+    assert!(text.contains("crossbeam-skipmap"), "{text}");
+    assert!(text.contains("skiplist"), "{text}");
+}
+
+#[test]
+fn readers_writers_refuses_as_many_writers_as_threads() {
+    for args in [
+        &["--threads", "1"][..],
+        &["--threads", "1,2", "--writers", "1"],
+        &["--threads", "2", "--writers", "2"],
+    ] {
+        let mut all = vec!["bench", "readers-writers", "--duration-ms", "1"];
+        all.extend_from_slice(args);
+        let out = aspace(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--writers"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn readers_writers_with_two_writers_reports_both_rates_in_json() {
+    let out = aspace(&[
+        "bench",
+        "readers-writers",
+        "--designs",
+        "skiplist",
+        "--threads",
+        "3",
+        "--writers",
+        "2",
+        "--duration-ms",
+        "10",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["threads"], 3);
+    let extra = &v["extra"];
+    assert_eq!(extra["writers"], 2.0, "{v}");
+    assert_eq!(extra["readers"], 1.0, "{v}");
+    assert!(extra["writer_ops_per_sec"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(extra["reader_ops_per_sec"], v["ops_per_sec"], "{v}");
 }
 
 #[test]

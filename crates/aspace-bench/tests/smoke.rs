@@ -10,15 +10,16 @@ fn tiny() -> Config {
         duration: Duration::from_millis(20),
         update_pct: 100,
         intervals: 64,
+        writers: 1,
     }
 }
 
 #[test]
-fn every_design_of_every_workload_completes_operations_on_one_thread() {
+fn every_design_of_every_workload_completes_operations_at_its_fewest_threads() {
     for w in workloads::all() {
         for &design in w.designs() {
             let s = w
-                .run(design, 1, &tiny())
+                .run(design, w.min_threads(&tiny()), &tiny())
                 .unwrap_or_else(|e| panic!("{} {design}: {e}", w.name()));
             assert!(s.ops_per_sec > 0.0, "{} {design} did nothing", w.name());
             assert!(s.extra.values().all(|v| v.is_finite()));
@@ -72,6 +73,7 @@ fn rcu_gp_with_a_reader_thread_records_latencies() {
 fn ds_workloads_on_two_threads_find_every_interval_and_cycle_their_populations() {
     for name in ["ds-query", "ds-alloc", "ds-map"] {
         let w = workloads::find(name).unwrap();
+        assert_eq!(w.designs(), ["btree", "bonsai", "skiplist"]);
         for design in w.designs() {
             let s = w.run(design, 2, &tiny()).unwrap();
             assert!(s.ops_per_sec > 0.0, "{name} {design}");
@@ -87,6 +89,38 @@ fn ds_workloads_on_two_threads_find_every_interval_and_cycle_their_populations()
             }
         }
     }
+}
+
+#[test]
+fn readers_writers_reports_reader_and_writer_rates_without_misses() {
+    let w = workloads::find("readers-writers").unwrap();
+    assert_eq!(
+        w.designs(),
+        ["btree", "bonsai", "skiplist", "crossbeam-skipmap"]
+    );
+    for design in w.designs() {
+        let s = w.run(design, 2, &tiny()).unwrap();
+        assert_eq!(s.op_threads, 1, "{design}: one reader");
+        assert_eq!(s.extra["readers"], 1.0);
+        assert_eq!(s.extra["writers"], 1.0);
+        assert_eq!(s.extra["reader_ops_per_sec"], s.ops_per_sec, "{design}");
+        assert!(s.ops_per_sec > 0.0, "{design}: no lookup");
+        assert!(s.extra["writer_ops_per_sec"] > 0.0, "{design}: no write");
+        assert!(!s.extra.contains_key("misses"), "{design}: a lookup missed");
+    }
+}
+
+#[test]
+fn readers_writers_refuses_runs_without_a_reader() {
+    let w = workloads::find("readers-writers").unwrap();
+    assert!(w.run("bonsai", 1, &tiny()).is_err());
+    let none = Config {
+        writers: 0,
+        ..tiny()
+    };
+    let s = w.run("skiplist", 1, &none).unwrap();
+    assert_eq!(s.extra["writer_ops_per_sec"], 0.0);
+    assert!(s.ops_per_sec > 0.0);
 }
 
 #[test]

@@ -15,11 +15,9 @@
 //!
 //! Not for: partial unmaps that split intervals (the conformance tests cover those).
 
-use super::arena::{self, mean_excluded_pct, MapBench};
-use crate::error::BenchError;
+use super::arena::{self, ArenaMap, DsWorkload, MapBench};
 use crate::harness::{run_timed, Stop, BATCH};
-use crate::workload::{Baseline, Config, Sample, ThreadCount, Workload};
-use aspace_map::IntervalMap;
+use crate::workload::{Config, Sample, ThreadCount};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -28,26 +26,14 @@ use std::time::{Duration, Instant};
 /// The `ds-map` workload.
 pub struct DsMap;
 
-impl Workload for DsMap {
-    fn name(&self) -> &'static str {
-        "ds-map"
-    }
-    fn about(&self) -> &'static str {
-        "remove (map to None) random intervals of the thread's own arena [SOSP'25 Fig. 12]"
-    }
-    fn designs(&self) -> &'static [&'static str] {
-        arena::DESIGNS
-    }
-    fn baseline(&self) -> Option<Baseline> {
-        Some(arena::BASELINE)
-    }
-    fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
-        arena::dispatch(self, self, design, threads, config)
-    }
+impl DsWorkload for DsMap {
+    const NAME: &'static str = "ds-map";
+    const ABOUT: &'static str =
+        "remove (map to None) random intervals of the thread's own arena [SOSP'25 Fig. 12]";
 }
 
 impl MapBench for DsMap {
-    fn run_map<M: IntervalMap<u64>>(&self, map: M, threads: usize, config: &Config) -> Sample {
+    fn run_map<M: ArenaMap>(&self, map: M, threads: usize, config: &Config) -> Sample {
         let map = &map;
         let timed = run_timed(threads, config.duration, None, |t| {
             let ivs = arena::population(t, config.intervals);
@@ -76,11 +62,6 @@ impl MapBench for DsMap {
                 (ThreadCount { ops, excluded }, repops)
             }
         });
-        let counts: Vec<ThreadCount> = timed.results.iter().map(|r| r.0).collect();
-        let repops: u64 = timed.results.iter().map(|r| r.1).sum();
-        let excluded_pct = mean_excluded_pct(&counts, timed.elapsed);
-        Sample::from_threads(timed.elapsed, &counts)
-            .with("repopulations", repops as f64)
-            .with("excluded_pct", excluded_pct)
+        arena::sample_with_housekeeping(&timed, "repopulations")
     }
 }

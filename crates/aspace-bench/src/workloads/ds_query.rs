@@ -32,11 +32,9 @@
 //!
 //! Not for: lookups that race with updates (the conformance stress tests cover correctness).
 
-use super::arena::{self, MapBench};
-use crate::error::BenchError;
+use super::arena::{self, ArenaMap, DsWorkload, MapBench};
 use crate::harness::{run_timed, Stop};
-use crate::workload::{Baseline, Config, Sample, ThreadCount, Workload};
-use aspace_map::IntervalMap;
+use crate::workload::{Config, Sample, ThreadCount};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -45,26 +43,14 @@ use std::hint::black_box;
 /// The `ds-query` workload.
 pub struct DsQuery;
 
-impl Workload for DsQuery {
-    fn name(&self) -> &'static str {
-        "ds-query"
-    }
-    fn about(&self) -> &'static str {
-        "query random addresses of the thread's own pre-populated arena [SOSP'25 Fig. 12]"
-    }
-    fn designs(&self) -> &'static [&'static str] {
-        arena::DESIGNS
-    }
-    fn baseline(&self) -> Option<Baseline> {
-        Some(arena::BASELINE)
-    }
-    fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
-        arena::dispatch(self, self, design, threads, config)
-    }
+impl DsWorkload for DsQuery {
+    const NAME: &'static str = "ds-query";
+    const ABOUT: &'static str =
+        "query random addresses of the thread's own pre-populated arena [SOSP'25 Fig. 12]";
 }
 
 impl MapBench for DsQuery {
-    fn run_map<M: IntervalMap<u64>>(&self, map: M, threads: usize, config: &Config) -> Sample {
+    fn run_map<M: ArenaMap>(&self, map: M, threads: usize, config: &Config) -> Sample {
         let map = &map;
         let timed = run_timed(threads, config.duration, None, |t| {
             let reader = map.domain().register();

@@ -1,6 +1,6 @@
 //! The registry of workloads: one file per workload (DESIGN §7), plus the shared pieces they
 //! are built from (`list.rs`: the five-element lists of the RCU workloads; `arena.rs`: per-thread
-//! arenas and the interval-map designs of the `ds-*` workloads).
+//! arenas and the interval-map designs of the `ds-*` workloads and `readers-writers`).
 //!
 //! [`all`] lists every workload in report order; [`find`] resolves a command-line name.
 //! Adding a workload means adding its file and one line in [`all`].
@@ -13,6 +13,7 @@ pub mod list;
 pub mod rcu_gp;
 pub mod rcu_read;
 pub mod rcu_update;
+pub mod readers_writers;
 
 use crate::error::BenchError;
 use crate::workload::Workload;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &ds_query::DsQuery,
         &ds_alloc::DsAlloc,
         &ds_map::DsMap,
+        &readers_writers::ReadersWriters,
     ]
 }
 
