@@ -177,7 +177,7 @@ impl<V> RawSkipList<V> {
         // SAFETY: precondition forwarded.
         unsafe {
             self.find(n.start, n.end, levels, &mut pos);
-            self.link_upper(n.start, n.end, &chain, &chain, h, levels, &mut pos);
+            self.link_upper(&chain, &chain, h, levels, &mut pos);
         }
     }
 }

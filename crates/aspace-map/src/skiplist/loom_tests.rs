@@ -10,7 +10,10 @@
 //!   succeed, never overlap, and the structure is intact;
 //! - `swap_unlinks_a_tall_node_while_an_insert_helps`: the collective height decrement of a
 //!   height-2 node races an insert of a height-2 node next to it (whose `find` helps unlink it);
-//!   afterwards no retired node is reachable at any level.
+//!   afterwards no retired node is reachable at any level;
+//! - `swap_links_upper_levels_after_an_insert_into_the_gap_it_freed` (regression): an alloc into
+//!   the gap a swap's commit freed in front of its new node links its upper level first; the
+//!   swap's height increment must still complete.
 //!
 //! What is not modelled: RCU grace periods. Retired nodes are freed only after the threads are
 //! joined and the model checked they are unreachable (the RCU crate's models check that deferred
@@ -177,5 +180,40 @@ fn swap_unlinks_a_tall_node_while_an_insert_helps() {
         inserter.join().unwrap();
         let got = finish(&list, vec![r0, r1]);
         assert_eq!(got, vec![(4, 5, 5), (6, 7, 2)]);
+    });
+}
+
+/// Regression: after a swap's commit store unlocks its predecessor, the gap in front of its first
+/// new node is free again. An alloc that lands there and links its level 1 first made the swap's
+/// height-increment CAS fail forever (its retry searched the old locked range, skipped the
+/// alloc's node as "overlapping" and kept returning a non-adjacent predecessor/successor pair),
+/// with the swap's new node held LOCKED meanwhile. Loom reports the endless retry loop as a
+/// model that exceeds its branch limit.
+#[test]
+fn swap_links_upper_levels_after_an_insert_into_the_gap_it_freed() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 4, vec![node(0, 4, 1, 1)]);
+        let allocator = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || {
+                let n = node(0, 0, 2, 7);
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe { list.alloc_insert(0, 8 * P, P, n) };
+                match got {
+                    AllocOutcome::Inserted { start, .. } => start / P,
+                    other => panic!("alloc failed: {other:?}"),
+                }
+            })
+        };
+        // Replaces [0, 4) by [3, 4): the commit frees [0, 3) in front of the new node.
+        let r1 = map(&list, 0, 4, vec![node(3, 4, 2, 9)]);
+        let at = allocator.join().unwrap();
+        let got = finish(&list, vec![r0, r1]);
+        match at {
+            0 => assert_eq!(got, vec![(0, 1, 7), (3, 4, 9)]),
+            4 => assert_eq!(got, vec![(3, 4, 9), (4, 5, 7)]),
+            _ => panic!("alloc at page {at}"),
+        }
     });
 }

@@ -14,7 +14,8 @@
 //! 5. mark the old nodes' level-0 links INVALIDATED, so that updaters that stood on them restart;
 //! 6. *collective height increment*: at each level `1..maxh`, one CAS links all new nodes of that
 //!    level at once (`preds[i]: succs[i] -> first new node at level i`); on failure the level is
-//!    retried after a fresh `find` (lower levels stay linked);
+//!    retried after a fresh `find` over that level's chain span (lower levels stay linked; see
+//!    `link_upper` for why not over `[s, e)`);
 //! 7. unlock the new nodes. The old nodes are returned for reclamation after a grace period.
 //!
 //! Closed cases (left open by the paper):
@@ -123,7 +124,7 @@ impl<V> RawSkipList<V> {
         }
         // 6. Collective height increment.
         // SAFETY: precondition forwarded; the new nodes are locked by us.
-        unsafe { self.link_upper(s, e, &left, &right, maxh, levels, &mut pos) };
+        unsafe { self.link_upper(&left, &right, maxh, levels, &mut pos) };
         // 7. Unlock the new nodes.
         for &n in new {
             // SAFETY: born locked by us.
@@ -132,17 +133,24 @@ impl<V> RawSkipList<V> {
         old.to_vec()
     }
 
-    /// Links a chain of new nodes (already in level 0, held LOCKED by the caller, covering a
-    /// part of `[s, e)`) at levels `1..maxh`, one CAS per level; `pos` holds a recent `find(s,
-    /// e)` at `levels >= maxh` levels.
+    /// Links a chain of new nodes (already in level 0, held LOCKED by the caller) at levels
+    /// `1..maxh`, one CAS per level; `pos` holds a recent `find` at `levels >= maxh` levels
+    /// whose range covers the chain (a first guess: a failed CAS re-finds).
+    ///
+    /// A failed CAS re-finds with the span of the chain *at that level*, `[left[i].start,
+    /// right[i].end)`, not with the range the caller had locked: once the commit store has
+    /// unlocked the predecessor, the gap in front of the first new node is free again, and a
+    /// concurrent insert may land there, inside the old locked range, and reach level `i` first.
+    /// `find` over the old range would skip that node (it overlaps the range) and return a
+    /// predecessor that is not adjacent to the successor, so the CAS would fail forever while
+    /// the new nodes stay locked (regression: `link_upper_refinds_with_the_chain_span`, loom
+    /// `swap_links_upper_levels_after_an_insert_into_the_gap_it_freed`). Nothing foreign lies
+    /// inside the chain's span: the gaps between new nodes are held by their LOCKED links.
     ///
     /// # Safety
     /// The caller holds the new nodes' locks and keeps reachable nodes alive.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn link_upper(
         &self,
-        s: u64,
-        e: u64,
         left: &[*mut Node<V>; MAX_HEIGHT],
         right: &[*mut Node<V>; MAX_HEIGHT],
         maxh: usize,
@@ -166,8 +174,10 @@ impl<V> RawSkipList<V> {
                 if linked.is_ok() {
                     break;
                 }
+                // SAFETY: our new nodes, alive; their intervals are immutable.
+                let (cs, ce) = unsafe { ((*left[i]).start, (*right[i]).end) };
                 // SAFETY: precondition forwarded.
-                unsafe { self.find(s, e, levels, pos) };
+                unsafe { self.find(cs, ce, levels, pos) };
             }
         }
     }
