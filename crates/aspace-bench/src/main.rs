@@ -74,6 +74,9 @@ struct BenchArgs {
     /// readers-writers: how many of the threads (the last ones) write; needs threads > writers.
     #[arg(long, default_value_t = 1)]
     writers: usize,
+    /// rcu-update at --update-pct 100: pace the updater to this many updates/s (default: unpaced).
+    #[arg(long)]
+    update_rate: Option<u64>,
 }
 
 /// What `aspace bench` will run, after validation.
@@ -114,7 +117,13 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         update_pct,
         intervals: args.intervals,
         writers: args.writers,
+        update_rate: args.update_rate,
     };
+    if config.update_rate == Some(0) {
+        return Err(BenchError::InvalidArgument(
+            "--update-rate must be at least 1 update/s".into(),
+        ));
+    }
     if workload.name().starts_with("ds-") {
         workloads::arena::check_intervals(&config)?;
     }
@@ -299,6 +308,10 @@ mod tests {
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
         let b = bench_args(&["bench", "ds-map", "--intervals", "0"]);
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        let b = bench_args(&["bench", "rcu-update", "--update-rate", "0"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        let b = bench_args(&["bench", "rcu-update", "--update-rate", "2400000"]);
+        assert_eq!(plan(&b).unwrap().config.update_rate, Some(2_400_000));
     }
 
     #[test]

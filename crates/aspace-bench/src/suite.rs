@@ -39,6 +39,7 @@ pub fn config() -> Config {
         update_pct: 100,
         intervals: 10_000,
         writers: 1,
+        update_rate: None,
     }
 }
 

@@ -32,6 +32,9 @@ pub struct Config {
     pub intervals: usize,
     /// `readers-writers`: how many threads (the last ones) insert and delete; the others read.
     pub writers: usize,
+    /// `rcu-update` one-updater mode: pace the updater to this many updates per second (`None`:
+    /// as fast as it can). Pacing spins on the clock between updates and touches no shared data.
+    pub update_rate: Option<u64>,
 }
 
 impl Default for Config {
@@ -41,6 +44,7 @@ impl Default for Config {
             update_pct: 100,
             intervals: 10_000,
             writers: 1,
+            update_rate: None,
         }
     }
 }

@@ -11,6 +11,7 @@ fn tiny() -> Config {
         update_pct: 100,
         intervals: 64,
         writers: 1,
+        update_rate: None,
     }
 }
 

@@ -20,6 +20,12 @@
 //! lock (`parking_lot::Mutex`; the thesis used a spinlock). New nodes come from the global
 //! allocator, whereas the thesis preallocated per-thread free lists.
 //!
+//! `--update-rate R` (one-updater mode only) paces the updater to `R` updates per second: after
+//! each update it spins on the clock (`Instant`, no shared memory touched) until the next slot,
+//! so the reader's loss can be compared with another implementation's at the *same* update rate
+//! (liburcu's reference figure is 2.4 M updates/s). Unpaced is the default; a paced run reports
+//! `update_rate_target`.
+//!
 //! One operation is a read or an update. Extras: `update_pct` (the setting), `updates_per_sec`,
 //! `reader_ops_per_sec`, `reader_retained_pct` (one-updater mode with readers), `peak_pending`
 //! (`memb`/`qsbr`: the largest `Domain::pending()` the coordinator saw, sampling about every
@@ -56,7 +62,7 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Operations between two quiescent-state announcements of a `qsbr` reader.
 const QSBR_PERIOD: u64 = 1024;
@@ -256,10 +262,16 @@ fn run_design<T: Target>(threads: usize, config: &Config, make: impl Fn() -> T) 
     let pct = config.update_pct;
     let dedicated = pct == 100;
     let solo_reader_rate = (dedicated && threads > 1).then(|| {
-        let p = phase(&make(), threads - 1, config.duration, |_| Role::Reader);
+        let p = phase(&make(), threads - 1, config.duration, None, |_| {
+            Role::Reader
+        });
         p.counts.iter().map(|c| c.reads).sum::<u64>() as f64 / p.elapsed.as_secs_f64()
     });
-    let p = phase(&make(), threads, config.duration, |t| {
+    let pace = config
+        .update_rate
+        .filter(|_| dedicated)
+        .map(|rate| Duration::from_secs_f64(1.0 / rate as f64));
+    let p = phase(&make(), threads, config.duration, pace, |t| {
         match (dedicated, t) {
             (true, 0) => Role::Updater,
             (true, _) => Role::Reader,
@@ -288,14 +300,19 @@ fn run_design<T: Target>(threads: usize, config: &Config, make: impl Fn() -> T) 
     if let Some(peak) = p.peak_pending {
         s = s.with("peak_pending", peak as f64);
     }
+    if let Some(rate) = config.update_rate.filter(|_| dedicated) {
+        s = s.with("update_rate_target", rate as f64);
+    }
     s
 }
 
-/// One timed phase on `target` with `role(t)` for thread `t`.
+/// One timed phase on `target` with `role(t)` for thread `t`; the updater waits `pace` between
+/// updates when given.
 fn phase<T: Target>(
     target: &T,
     threads: usize,
     duration: Duration,
+    pace: Option<Duration>,
     role: impl Fn(usize) -> Role + Sync,
 ) -> Phase {
     let mut peak = target.pending();
@@ -312,7 +329,7 @@ fn phase<T: Target>(
     let timed = run_timed(threads, duration, sampler, |t| {
         let role = role(t);
         let local = target.local(role != Role::Updater);
-        move |stop: &Stop| thread_body(target, &local, role, t as u64, stop)
+        move |stop: &Stop| thread_body(target, &local, role, pace, t as u64, stop)
     });
     target.finish();
     Phase {
@@ -327,10 +344,12 @@ fn thread_body<T: Target>(
     target: &T,
     local: &T::Local,
     role: Role,
+    pace: Option<Duration>,
     seed: u64,
     stop: &Stop,
 ) -> Counts {
     target.start(local);
+    let mut pacer = pace.map(Pacer::new);
     let mut rng = SmallRng::seed_from_u64(seed + 1);
     let mut c = Counts::default();
     let mut ops = 0u64;
@@ -342,6 +361,9 @@ fn thread_body<T: Target>(
                 Role::Mixed(pct) => rng.next_u32() % 100 < pct,
             };
             if update {
+                if let Some(p) = pacer.as_mut() {
+                    p.wait();
+                }
                 target.update(local, c.updates);
                 c.updates += 1;
             } else {
@@ -355,4 +377,55 @@ fn thread_body<T: Target>(
         }
     }
     c
+}
+
+/// Spaces a thread's operations `interval` apart by spinning on the clock.
+struct Pacer {
+    interval: Duration,
+    next: Instant,
+}
+
+impl Pacer {
+    /// Longest backlog caught up in a burst; beyond it (the thread was descheduled) the schedule
+    /// restarts from now instead of bursting.
+    const MAX_BACKLOG: Duration = Duration::from_millis(1);
+
+    fn new(interval: Duration) -> Pacer {
+        Pacer {
+            interval,
+            next: Instant::now(),
+        }
+    }
+
+    /// Waits for the next slot.
+    #[inline]
+    fn wait(&mut self) {
+        let mut now = Instant::now();
+        while now < self.next {
+            std::hint::spin_loop();
+            now = Instant::now();
+        }
+        self.next = if now - self.next > Self::MAX_BACKLOG {
+            now + self.interval
+        } else {
+            self.next + self.interval
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacer_spaces_operations_at_least_one_interval_apart_on_average() {
+        let interval = Duration::from_micros(200);
+        let mut p = Pacer::new(interval);
+        let start = Instant::now();
+        for _ in 0..11 {
+            p.wait();
+        }
+        // The first wait returns at once; the next ten each wait for their slot.
+        assert!(start.elapsed() >= interval * 10);
+    }
 }
