@@ -44,6 +44,9 @@
 //! `lock`, `swap` run inside a read section of a pooled reader (`skiplist/readers.rs`). A held
 //! [`SkipLocked`] pins its nodes without a read section (only its holder can retire them). Node
 //! locks are taken left to right; nobody waits for a lock while holding one to its right.
+//! Hazard: updaters wait for node locks *inside* a pooled read section, so a thread holding a
+//! [`SkipLocked`] must not call `synchronize()`/`barrier()` on this map's domain (a waiter's read
+//! section would wait for the lock, and the grace period for the waiter).
 //!
 //! # Linearizability
 //! `map`/`swap`: the commit store. `alloc`: its CAS; it claims a free range of `len` bytes inside
