@@ -31,6 +31,11 @@
 //! a lock-free skiplist like RadixVM's, but not an interval map (no overlap handling, no alloc);
 //! note that its `Entry` handles are reference-counted, so its lookups write the node they return.
 //!
+//! What it shows (2 threads, 1 reader + 1 writer, this 2-core machine): `btree`'s reader all but
+//! starves (about 0.27 M lookups/s against 7 M writer ops/s: the writer re-takes the one
+//! `RwLock` for writing back to back), while the RCU maps keep lookups near their unloaded speed
+//! (`bonsai` and `skiplist` about 27-30 M/s, `crossbeam-skipmap` about 18 M/s).
+//!
 //! Not for: writers that touch the readers' intervals (the conformance stress tests cover
 //! correctness under such races) or address-space semantics.
 
