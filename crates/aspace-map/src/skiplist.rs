@@ -84,6 +84,7 @@ use readers::{ReaderPool, SLOTS};
 use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::{AtomicIsize, Ordering};
+use traverse::Position;
 
 /// The SOSP'25 concurrent interval skiplist (see the module doc).
 pub struct SkipListMap<V> {
@@ -231,7 +232,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// uncovered separators, retiring the old nodes, adjusting `len` and the hints.
     ///
     /// # Safety
-    /// `locked` came from `raw.lock_range(s, e)` and is held; the caller is in a read section.
+    /// `locked` came from `raw.lock_range(s, e)` and is held; the caller is in a read section;
+    /// `hint`, if any, came from the `lock_range_at` that took `locked` in that same section.
     unsafe fn swap_with(
         &self,
         locked: &[*mut Node<V>],
@@ -239,6 +241,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         e: u64,
         new_ivs: Vec<(Interval, V)>,
         stripe: usize,
+        hint: Option<(&Position<V>, usize)>,
     ) {
         let old = &locked[1..];
         // SAFETY (whole function): held nodes are alive and immutable except their links.
@@ -300,7 +303,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             }
         }
         // SAFETY: forwarded; `nodes` are fresh, sorted, disjoint and inside the old span.
-        let retired = unsafe { self.raw.swap_locked(locked, s, e, &nodes) };
+        let retired = unsafe { self.raw.swap_locked_at(locked, s, e, &nodes, hint) };
         self.add_len(stripe, delta);
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
@@ -353,8 +356,10 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         return Err((MapError::NoSpace { len, within }, v));
                     }
                     AllocOutcome::Straddle(g) => {
+                        let mut pos = Position::new();
                         // SAFETY: inside a read section.
-                        let locked = unsafe { self.raw.lock_range(g, g + len) };
+                        let (locked, levels) =
+                            unsafe { self.raw.lock_range_at(g, g + len, &mut pos) };
                         // SAFETY: held nodes are alive.
                         let free = unsafe {
                             (*locked[0]).end <= g
@@ -374,7 +379,10 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                             end: g + len,
                         };
                         // SAFETY: held range, inside a read section.
-                        unsafe { self.swap_with(&locked, g, g + len, vec![(iv, v)], stripe) };
+                        unsafe {
+                            let hint = Some((&pos, levels));
+                            self.swap_with(&locked, g, g + len, vec![(iv, v)], stripe, hint)
+                        };
                         return Ok(iv);
                     }
                 }
@@ -495,9 +503,11 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
         self.readers.with(|_, stripe| {
             // SAFETY: inside a read section; the locked nodes are passed straight to the swap.
             unsafe {
-                let locked = self.raw.lock_range(iv.start, iv.end);
+                let mut pos = Position::new();
+                let (locked, levels) = self.raw.lock_range_at(iv.start, iv.end, &mut pos);
                 let new = value.map(|v| vec![(iv, v)]).unwrap_or_default();
-                self.swap_with(&locked, iv.start, iv.end, new, stripe);
+                let hint = Some((&pos, levels));
+                self.swap_with(&locked, iv.start, iv.end, new, stripe, hint);
             }
         });
         Ok(())
@@ -582,7 +592,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
         let nodes = std::mem::take(&mut { locked }.nodes);
         self.readers.with(|_, stripe| {
             // SAFETY: `nodes` are held (taken out of the lock, whose drop now releases nothing).
-            unsafe { self.swap_with(&nodes, r.start, r.end, new_intervals, stripe) }
+            // No hint: the lock was taken in another read section.
+            unsafe { self.swap_with(&nodes, r.start, r.end, new_intervals, stripe, None) }
         });
         Ok(())
     }

@@ -82,9 +82,27 @@ impl<V> RawSkipList<V> {
     /// The caller keeps reachable nodes alive during the call (see `raw.rs`).
     pub(crate) unsafe fn lock_range(&self, s: u64, e: u64) -> Vec<*mut Node<V>> {
         let mut pos = Position::new();
+        // SAFETY: precondition forwarded.
+        unsafe { self.lock_range_at(s, e, &mut pos) }.0
+    }
+
+    /// `lock_range` that also hands back the traversal it locked from: `pos` filled by a `find`
+    /// of `[s, e)` at the returned number of levels. Its upper levels are a first guess for a
+    /// swap in the same read section (`swap_locked_at`), which saves that swap's `find`
+    /// (the fusion of traversal and locking of Fig. 18).
+    ///
+    /// # Safety
+    /// As `lock_range`.
+    pub(crate) unsafe fn lock_range_at(
+        &self,
+        s: u64,
+        e: u64,
+        pos: &mut Position<V>,
+    ) -> (Vec<*mut Node<V>>, usize) {
         'restart: loop {
+            let levels = self.levels();
             // SAFETY: precondition forwarded.
-            unsafe { self.find(s, e, self.levels(), &mut pos) };
+            unsafe { self.find(s, e, levels, pos) };
             let mut node = pos.preds[0];
             // SAFETY: reached from the head, alive.
             if !unsafe { lock_node(node) } {
@@ -115,7 +133,7 @@ impl<V> RawSkipList<V> {
                 // SAFETY: a node we hold or reached from one; alive (held or per the precondition).
                 next = ptr(unsafe { (*node).load(0) });
             }
-            return locked;
+            return (locked, levels);
         }
     }
 }

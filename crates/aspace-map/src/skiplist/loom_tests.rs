@@ -13,7 +13,11 @@
 //!   afterwards no retired node is reachable at any level;
 //! - `swap_links_upper_levels_after_an_insert_into_the_gap_it_freed` (regression): an alloc into
 //!   the gap a swap's commit freed in front of its new node links its upper level first; the
-//!   swap's height increment must still complete.
+//!   swap's height increment must still complete; `..._fused` runs the swap with its lock's
+//!   traversal as the first guess (`lock_range_at` + `swap_locked_at`, as `map` does);
+//! - `fused_swap_refinds_when_its_hint_predecessor_is_swapped_out`: a fused swap whose hinted
+//!   level-1 predecessor is a tall node that a concurrent swap retires still links its new tall
+//!   node at level 1 (and only from a live predecessor).
 //!
 //! What is not modelled: RCU grace periods. Retired nodes are freed only after the threads are
 //! joined and the model checked they are unreachable (the RCU crate's models check that deferred
@@ -23,8 +27,10 @@
 //! --release -p aspace-map --lib skiplist::loom_tests`.
 
 use super::alloc::AllocOutcome;
+use super::link::ptr;
 use super::node::{Kind, Node};
 use super::raw::RawSkipList;
+use super::traverse::Position;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::PAGE_SIZE as P;
 use loom::thread;
@@ -54,6 +60,33 @@ fn map(list: &RawSkipList<u64>, s: u64, e: u64, new: Vec<*mut Node<u64>>) -> Ret
         let locked = list.lock_range(s * P, e * P);
         Retired(list.swap_locked(&locked, s * P, e * P, &new))
     }
+}
+
+/// `map` or `map_fused`.
+type MapFn = fn(&RawSkipList<u64>, u64, u64, Vec<*mut Node<u64>>) -> Retired;
+
+/// `map` as the facade runs it: the lock's traversal is the swap's first guess (`swap_locked_at`).
+fn map_fused(list: &RawSkipList<u64>, s: u64, e: u64, new: Vec<*mut Node<u64>>) -> Retired {
+    let mut pos = Position::new();
+    // SAFETY: nothing is freed while the model's threads run (so the hint's nodes stay alive).
+    unsafe {
+        let (locked, levels) = list.lock_range_at(s * P, e * P, &mut pos);
+        Retired(list.swap_locked_at(&locked, s * P, e * P, &new, Some((&pos, levels))))
+    }
+}
+
+/// `(start, end)` pages of the nodes linked at `level`, in order (quiescent list).
+fn at_level(list: &RawSkipList<u64>, level: usize) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    // SAFETY: all threads joined; linked nodes are alive.
+    unsafe {
+        let mut cur = ptr::<u64>((*list.head).load(level));
+        while !cur.is_null() {
+            out.push(((*cur).start / P, (*cur).end / P));
+            cur = ptr((*cur).load(level));
+        }
+    }
+    out
 }
 
 /// `(start page, end page, value)` of every interval, after checking the structure; frees the
@@ -191,7 +224,17 @@ fn swap_unlinks_a_tall_node_while_an_insert_helps() {
 /// model that exceeds its branch limit.
 #[test]
 fn swap_links_upper_levels_after_an_insert_into_the_gap_it_freed() {
-    model(|| {
+    gap_it_freed(map);
+}
+
+/// The same regression with the swap taking its lock's traversal as the first guess.
+#[test]
+fn swap_links_upper_levels_after_an_insert_into_the_gap_it_freed_fused() {
+    gap_it_freed(map_fused);
+}
+
+fn gap_it_freed(map: MapFn) {
+    model(move || {
         let list = Arc::new(RawSkipList::new());
         let r0 = map(&list, 0, 4, vec![node(0, 4, 1, 1)]);
         let allocator = {
@@ -215,5 +258,24 @@ fn swap_links_upper_levels_after_an_insert_into_the_gap_it_freed() {
             4 => assert_eq!(got, vec![(3, 4, 9), (4, 5, 7)]),
             _ => panic!("alloc at page {at}"),
         }
+    });
+}
+
+#[test]
+fn fused_swap_refinds_when_its_hint_predecessor_is_swapped_out() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 8, vec![node(0, 1, 2, 1), node(4, 5, 1, 2)]);
+        let swapper = {
+            let list = Arc::clone(&list);
+            // Old node of height 1: the hint (level-1 predecessor [0, 1)) is used.
+            thread::spawn(move || map_fused(&list, 4, 5, vec![node(4, 5, 2, 20)]))
+        };
+        // Retires the tall [0, 1) the other swap may have taken as its level-1 predecessor.
+        let r1 = map_fused(&list, 0, 1, vec![node(0, 1, 1, 10)]);
+        let r2 = swapper.join().unwrap();
+        assert_eq!(at_level(&list, 1), vec![(4, 5)], "level 1");
+        let got = finish(&list, vec![r0, r1, r2]);
+        assert_eq!(got, vec![(0, 1, 10), (4, 5, 20)]);
     });
 }

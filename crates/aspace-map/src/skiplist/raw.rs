@@ -15,6 +15,7 @@
 
 use super::link::{ptr, tag, Tag};
 use super::node::{Kind, Node, MAX_HEIGHT};
+use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 
 /// The list: a head sentinel of height `MAX_HEIGHT` and the number of levels in use.
@@ -22,8 +23,9 @@ pub(crate) struct RawSkipList<V> {
     pub(crate) head: *mut Node<V>,
     /// Levels that may hold a node besides the head (monotone; a stale smaller value only makes
     /// a traversal start lower, which is always correct). Not part of any protocol, so a plain
-    /// std atomic with Relaxed accesses.
-    top: StdAtomicUsize,
+    /// std atomic with Relaxed accesses. Padded: read by every operation, so it must not share
+    /// a line with anything written often.
+    top: CachePadded<StdAtomicUsize>,
 }
 
 // SAFETY: the list owns its nodes; values are shared with readers (`&V`) so `V: Sync`, and they
@@ -46,7 +48,7 @@ impl<V> RawSkipList<V> {
     pub(crate) fn new() -> Self {
         Self {
             head: Node::alloc(0, 0, MAX_HEIGHT, Kind::Head, None),
-            top: StdAtomicUsize::new(1),
+            top: CachePadded::new(StdAtomicUsize::new(1)),
         }
     }
 
@@ -57,8 +59,15 @@ impl<V> RawSkipList<V> {
     }
 
     /// Makes traversals start at level `h - 1` or above from now on.
+    ///
+    /// Checks before the RMW: `top` is monotone and almost always already `>= h`, and an
+    /// unconditional `fetch_max` on every swap would make this map-wide line bounce between
+    /// updaters' caches (measured: 0.3% -> 3.6% of cycles at 2 threads).
+    #[inline]
     pub(crate) fn raise_top(&self, h: usize) {
-        self.top.fetch_max(h, StdOrdering::Relaxed);
+        if self.top.load(StdOrdering::Relaxed) < h {
+            self.top.fetch_max(h, StdOrdering::Relaxed);
+        }
     }
 
     /// The interval node containing `addr`, if any. Lock-free; LOCKED, DELETED and INVALIDATED

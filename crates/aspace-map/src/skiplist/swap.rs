@@ -55,12 +55,37 @@ impl<V> RawSkipList<V> {
         e: u64,
         new: &[*mut Node<V>],
     ) -> Vec<*mut Node<V>> {
+        // SAFETY: precondition forwarded; no hint.
+        unsafe { self.swap_locked_at(locked, s, e, new, None) }
+    }
+
+    /// `swap_locked` that may skip step 3's `find`: `hint` is the `(pos, levels)` that
+    /// `lock_range_at` returned for these locks. When no old node has upper levels (nothing to
+    /// unlink above level 0) and the hint covers every level of the new chain, its upper
+    /// predecessors and successors serve as `link_upper`'s first guess: each level's CAS checks
+    /// that `preds[i]` still links to `succs[i]` untagged, so with the range's nodes all of
+    /// height 1 nothing can lie between them at level `i` but the new chain, and a stale guess
+    /// fails and re-finds exactly as before.
+    ///
+    /// # Safety
+    /// As `swap_locked`; besides, `hint` was produced in the caller's current read section (its
+    /// nodes are alive and cannot be recycled, which excludes ABA on the level CASes).
+    pub(crate) unsafe fn swap_locked_at(
+        &self,
+        locked: &[*mut Node<V>],
+        s: u64,
+        e: u64,
+        new: &[*mut Node<V>],
+        hint: Option<(&Position<V>, usize)>,
+    ) -> Vec<*mut Node<V>> {
         let pred = locked[0];
         let old = &locked[1..];
+        let mut old_tall = false;
         // 1. Mark the old nodes' upper links (top-down).
         for &o in old {
             // SAFETY: held by us, alive.
             let o = unsafe { &*o };
+            old_tall |= o.height > 1;
             for i in (1..o.height as usize).rev() {
                 // AcqRel: Release orders the mark before our unlinking CASes in `find`, which
                 // helpers read with Acquire; only None/Deleted occur at upper levels.
@@ -92,8 +117,14 @@ impl<V> RawSkipList<V> {
         self.raise_top(maxh);
         let levels = self.levels().max(maxh);
         let mut pos = Position::new();
-        // SAFETY: precondition forwarded.
-        unsafe { self.find(s, e, levels, &mut pos) };
+        match hint {
+            Some((h, hl)) if !old_tall && hl >= maxh => {
+                pos.preds[..maxh].copy_from_slice(&h.preds[..maxh]);
+                pos.succs[..maxh].copy_from_slice(&h.succs[..maxh]);
+            }
+            // SAFETY: precondition forwarded.
+            _ => unsafe { self.find(s, e, levels, &mut pos) },
+        }
         // The level-0 successor is stable: the last locked node holds the gap before it.
         let last = *locked.last().expect("at least the predecessor");
         // Relaxed: we hold `last`, so only we write its link.
