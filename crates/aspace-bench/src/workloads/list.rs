@@ -119,9 +119,10 @@ impl RcuList {
     /// Sum of all values, inside the read section proven by `_guard`.
     #[inline]
     pub fn sum<F: Flavor>(&self, _guard: &Guard<'_, F>) -> u64 {
-        let this = black_box(self); // see `PlainList::sum`
-                                    // Acquire: pairs with the Release store in `replace_head`, so the new node's fields are
-                                    // visible before we read them.
+        // See `PlainList::sum`.
+        let this = black_box(self);
+        // Acquire: pairs with the Release store in `replace_head`, so the new node's fields are
+        // visible before we read them.
         let mut p = this.head.load(Ordering::Acquire) as *const RcuNode;
         let mut s = 0;
         while !p.is_null() {
@@ -236,8 +237,9 @@ impl EpochList {
     /// Sum of all values, under the pin `guard`.
     #[inline]
     pub fn sum(&self, guard: &epoch::Guard) -> u64 {
-        let this = black_box(self); // see `PlainList::sum`
-                                    // Acquire: pairs with the Release store in `replace_head`.
+        // See `PlainList::sum`.
+        let this = black_box(self);
+        // Acquire: pairs with the Release store in `replace_head`.
         let mut p = this.head.load(Ordering::Acquire, guard);
         let mut s = 0;
         // SAFETY: nodes reachable while pinned are destroyed only through `defer_destroy`
