@@ -10,7 +10,11 @@
 //!   succeed, never overlap, and the structure is intact;
 //! - `swap_unlinks_a_tall_node_while_an_insert_helps`: the collective height decrement of a
 //!   height-2 node races an insert of a height-2 node next to it (whose `find` helps unlink it);
-//!   afterwards no retired node is reachable at any level;
+//!   afterwards no retired node is reachable at any level (`..._fused`: the swap unlinks the
+//!   old run by one CAS from its lock's traversal, falling back to `find` when the insert
+//!   helped first);
+//! - `fused_swap_unlinks_a_run_of_tall_nodes_next_to_an_insert`: a fused swap of two adjacent
+//!   height-2 nodes (one run CAS at level 1) races an insert of a height-2 node right after them;
 //! - `swap_links_upper_levels_after_an_insert_into_the_gap_it_freed` (regression): an alloc into
 //!   the gap a swap's commit freed in front of its new node links its upper level first; the
 //!   swap's height increment must still complete; `..._fused` runs the swap with its lock's
@@ -197,7 +201,17 @@ fn alloc_vs_lock_on_the_same_gap() {
 
 #[test]
 fn swap_unlinks_a_tall_node_while_an_insert_helps() {
-    model(|| {
+    tall_node_helped(map);
+}
+
+/// The same with the swap unlinking the old run itself from its lock's traversal.
+#[test]
+fn swap_unlinks_a_tall_node_while_an_insert_helps_fused() {
+    tall_node_helped(map_fused);
+}
+
+fn tall_node_helped(map: MapFn) {
+    model(move || {
         let list = Arc::new(RawSkipList::new());
         let r0 = map(&list, 0, 8, vec![node(2, 3, 2, 1), node(6, 7, 2, 2)]);
         let inserter = {
@@ -277,5 +291,27 @@ fn fused_swap_refinds_when_its_hint_predecessor_is_swapped_out() {
         assert_eq!(at_level(&list, 1), vec![(4, 5)], "level 1");
         let got = finish(&list, vec![r0, r1, r2]);
         assert_eq!(got, vec![(0, 1, 10), (4, 5, 20)]);
+    });
+}
+
+#[test]
+fn fused_swap_unlinks_a_run_of_tall_nodes_next_to_an_insert() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 8, vec![node(2, 3, 2, 1), node(3, 4, 2, 2)]);
+        let inserter = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || {
+                let n = node(0, 0, 2, 5);
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe { list.alloc_insert(4 * P, 6 * P, P, n) };
+                assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == 4 * P));
+            })
+        };
+        let r1 = map_fused(&list, 2, 4, vec![node(2, 3, 1, 9)]);
+        inserter.join().unwrap();
+        assert_eq!(at_level(&list, 1), vec![(4, 5)], "level 1");
+        let got = finish(&list, vec![r0, r1]);
+        assert_eq!(got, vec![(2, 3, 9), (4, 5, 5)]);
     });
 }

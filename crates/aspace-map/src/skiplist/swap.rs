@@ -60,12 +60,12 @@ impl<V> RawSkipList<V> {
     }
 
     /// `swap_locked` that may skip step 3's `find`: `hint` is the `(pos, levels)` that
-    /// `lock_range_at` returned for these locks. When no old node has upper levels (nothing to
-    /// unlink above level 0) and the hint covers every level of the new chain, its upper
+    /// `lock_range_at` returned for these locks. When the hint covers every level of the old and
+    /// new nodes, the old nodes' upper-level runs are unlinked by one CAS per level from the
+    /// hinted predecessors (`unlink_old_runs`; any failure falls back to `find`), and the hinted
     /// predecessors and successors serve as `link_upper`'s first guess: each level's CAS checks
-    /// that `preds[i]` still links to `succs[i]` untagged, so with the range's nodes all of
-    /// height 1 nothing can lie between them at level `i` but the new chain, and a stale guess
-    /// fails and re-finds exactly as before.
+    /// that `preds[i]` still links to `succs[i]` untagged, so nothing can lie between them at
+    /// level `i` but the new chain, and a stale guess fails and re-finds exactly as before.
     ///
     /// # Safety
     /// As `swap_locked`; besides, `hint` was produced in the caller's current read section (its
@@ -80,12 +80,12 @@ impl<V> RawSkipList<V> {
     ) -> Vec<*mut Node<V>> {
         let pred = locked[0];
         let old = &locked[1..];
-        let mut old_tall = false;
+        let mut old_maxh = 1;
         // 1. Mark the old nodes' upper links (top-down).
         for &o in old {
             // SAFETY: held by us, alive.
             let o = unsafe { &*o };
-            old_tall |= o.height > 1;
+            old_maxh = old_maxh.max(o.height as usize);
             for i in (1..o.height as usize).rev() {
                 // AcqRel: Release orders the mark before our unlinking CASes in `find`, which
                 // helpers read with Acquire; only None/Deleted occur at upper levels.
@@ -117,13 +117,19 @@ impl<V> RawSkipList<V> {
         self.raise_top(maxh);
         let levels = self.levels().max(maxh);
         let mut pos = Position::new();
-        match hint {
-            Some((h, hl)) if !old_tall && hl >= maxh => {
-                pos.preds[..maxh].copy_from_slice(&h.preds[..maxh]);
-                pos.succs[..maxh].copy_from_slice(&h.succs[..maxh]);
+        let fused = match hint {
+            Some((h, hl)) if hl >= maxh.max(old_maxh) => {
+                let n = maxh.max(old_maxh);
+                pos.preds[..n].copy_from_slice(&h.preds[..n]);
+                pos.succs[..n].copy_from_slice(&h.succs[..n]);
+                // SAFETY: precondition forwarded (the hint's nodes are alive in this section).
+                unsafe { Self::unlink_old_runs(old, old_maxh, &mut pos) }
             }
+            _ => false,
+        };
+        if !fused {
             // SAFETY: precondition forwarded.
-            _ => unsafe { self.find(s, e, levels, &mut pos) },
+            unsafe { self.find(s, e, levels, &mut pos) };
         }
         // The level-0 successor is stable: the last locked node holds the gap before it.
         let last = *locked.last().expect("at least the predecessor");
@@ -162,6 +168,50 @@ impl<V> RawSkipList<V> {
             unsafe { unlock_node(n) };
         }
         old.to_vec()
+    }
+
+    /// Step 3 without a traversal: at each level `1..old_maxh` (top-down) the old nodes linked
+    /// there are consecutive (every node overlapping the range is held by us, so nothing can be
+    /// inserted between them), and their marked links are frozen (every link CAS expects an
+    /// untagged value). One CAS on the hinted predecessor, `preds[i]: first old -> the last old
+    /// node's successor`, unlinks the whole run, exactly what `find`'s helping would do node by
+    /// node; it fails if the predecessor is not adjacent to the run any more (a helper already
+    /// unlinked part of it, an insert landed in front, or the predecessor was marked), and then
+    /// the caller falls back to `find`. On success `pos.succs[i]` is that successor (a guess for
+    /// `link_upper`, whose CAS validates it). Returns whether every level was unlinked.
+    ///
+    /// # Safety
+    /// `old` are held by us and marked DELETED at their upper levels; `pos` comes from a `find`
+    /// of the locked range at `>= old_maxh` levels in the caller's read section.
+    unsafe fn unlink_old_runs(
+        old: &[*mut Node<V>],
+        old_maxh: usize,
+        pos: &mut Position<V>,
+    ) -> bool {
+        for i in (1..old_maxh).rev() {
+            // SAFETY: held nodes are alive; heights are immutable.
+            let mut tall = old.iter().filter(|&&o| unsafe { (*o).height } as usize > i);
+            let Some(&first) = tall.next() else {
+                continue;
+            };
+            let last = tall.next_back().unwrap_or(&first);
+            // SAFETY: held, alive; the link is DELETED, so its pointer is frozen.
+            let succ = ptr::<V>(unsafe { (**last).load(i) });
+            // AcqRel: as the helping CAS in `find` (Release publishes `succ` to traversals that
+            // load the predecessor's link with Acquire); failure falls back to `find`: Relaxed.
+            // SAFETY: reached by the hint's `find` in this read section, alive.
+            let unlinked = unsafe { (*pos.preds[i]).next(i) }.compare_exchange(
+                pack(first, Tag::None),
+                pack(succ, Tag::None),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+            if unlinked.is_err() {
+                return false;
+            }
+            pos.succs[i] = succ;
+        }
+        true
     }
 
     /// Links a chain of new nodes (already in level 0, held LOCKED by the caller) at levels
