@@ -234,15 +234,18 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// # Safety
     /// `locked` came from `raw.lock_range(s, e)` and is held; the caller is in a read section;
     /// `hint`, if any, came from the `lock_range_at` that took `locked` in that same section.
+    ///
+    /// `locked` is consumed: its buffer becomes the retired batch (no second allocation).
     unsafe fn swap_with(
         &self,
-        locked: &[*mut Node<V>],
+        mut locked: Vec<*mut Node<V>>,
         s: u64,
         e: u64,
-        new_ivs: Vec<(Interval, V)>,
+        new_ivs: impl IntoIterator<Item = (Interval, V), IntoIter: ExactSizeIterator>,
         stripe: usize,
         hint: Option<(&Position<V>, usize)>,
     ) {
+        let new_ivs = new_ivs.into_iter();
         let old = &locked[1..];
         // SAFETY (whole function): held nodes are alive and immutable except their links.
         let (span_lo, span_hi) = match (old.first(), old.last()) {
@@ -250,7 +253,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             (Some(&f), Some(&l)) => unsafe { ((*f).start.min(s), (*l).end.max(e)) },
             _ => (s, e),
         };
-        let covered: u64 = new_ivs.iter().map(|(iv, _)| iv.len()).sum();
+        let mut covered = 0u64;
         let mut items: Vec<(u64, u64, Kind, Option<V>)> = Vec::with_capacity(new_ivs.len() + 2);
         if let Some(&f) = old.first() {
             // SAFETY: held nodes are alive and their intervals and values immutable.
@@ -261,7 +264,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         }
         items.extend(
             new_ivs
-                .into_iter()
+                .inspect(|(iv, _)| covered += iv.len())
                 .map(|(iv, v)| (iv.start, iv.end, Kind::Interval, Some(v))),
         );
         if let Some(&l) = old.last() {
@@ -303,7 +306,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             }
         }
         // SAFETY: forwarded; `nodes` are fresh, sorted, disjoint and inside the old span.
-        let retired = unsafe { self.raw.swap_locked_at(locked, s, e, &nodes, hint) };
+        unsafe { self.raw.swap_locked_at(&locked, s, e, &nodes, hint) };
         self.add_len(stripe, delta);
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
@@ -315,7 +318,9 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 }
             }
         }
-        self.retire(retired);
+        // The predecessor stays; the old nodes are now unreachable for later operations.
+        locked.remove(0);
+        self.retire(locked);
     }
 
     /// `alloc` that hands the value back on failure (so callers can try elsewhere).
@@ -381,7 +386,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         // SAFETY: held range, inside a read section.
                         unsafe {
                             let hint = Some((&pos, levels));
-                            self.swap_with(&locked, g, g + len, vec![(iv, v)], stripe, hint)
+                            self.swap_with(locked, g, g + len, Some((iv, v)), stripe, hint)
                         };
                         return Ok(iv);
                     }
@@ -505,9 +510,9 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
             unsafe {
                 let mut pos = Position::new();
                 let (locked, levels) = self.raw.lock_range_at(iv.start, iv.end, &mut pos);
-                let new = value.map(|v| vec![(iv, v)]).unwrap_or_default();
+                let new = value.map(|v| (iv, v));
                 let hint = Some((&pos, levels));
-                self.swap_with(&locked, iv.start, iv.end, new, stripe, hint);
+                self.swap_with(locked, iv.start, iv.end, new, stripe, hint);
             }
         });
         Ok(())
@@ -593,7 +598,7 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
         self.readers.with(|_, stripe| {
             // SAFETY: `nodes` are held (taken out of the lock, whose drop now releases nothing).
             // No hint: the lock was taken in another read section.
-            unsafe { self.swap_with(&nodes, r.start, r.end, new_intervals, stripe, None) }
+            unsafe { self.swap_with(nodes, r.start, r.end, new_intervals, stripe, None) }
         });
         Ok(())
     }

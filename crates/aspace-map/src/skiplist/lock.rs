@@ -108,7 +108,8 @@ impl<V> RawSkipList<V> {
             if !unsafe { lock_node(node) } {
                 continue 'restart;
             }
-            let mut locked = vec![node];
+            let mut locked = Vec::with_capacity(4);
+            locked.push(node);
             // SAFETY: `node` is held by us, alive.
             let mut next = ptr::<V>(unsafe { (*node).load(0) });
             // SAFETY: `next` is reached from a held node; alive per the precondition.

@@ -75,7 +75,8 @@ fn map_fused(list: &RawSkipList<u64>, s: u64, e: u64, new: Vec<*mut Node<u64>>) 
     // SAFETY: nothing is freed while the model's threads run (so the hint's nodes stay alive).
     unsafe {
         let (locked, levels) = list.lock_range_at(s * P, e * P, &mut pos);
-        Retired(list.swap_locked_at(&locked, s * P, e * P, &new, Some((&pos, levels))))
+        list.swap_locked_at(&locked, s * P, e * P, &new, Some((&pos, levels)));
+        Retired(locked[1..].to_vec())
     }
 }
 

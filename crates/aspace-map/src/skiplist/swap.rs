@@ -56,10 +56,12 @@ impl<V> RawSkipList<V> {
         new: &[*mut Node<V>],
     ) -> Vec<*mut Node<V>> {
         // SAFETY: precondition forwarded; no hint.
-        unsafe { self.swap_locked_at(locked, s, e, new, None) }
+        unsafe { self.swap_locked_at(locked, s, e, new, None) };
+        locked[1..].to_vec()
     }
 
-    /// `swap_locked` that may skip step 3's `find`: `hint` is the `(pos, levels)` that
+    /// `swap_locked` that returns nothing (the old nodes are `locked[1..]`, for the caller to
+    /// retire) and may skip step 3's `find`: `hint` is the `(pos, levels)` that
     /// `lock_range_at` returned for these locks. When the hint covers every level of the old and
     /// new nodes, the old nodes' upper-level runs are unlinked by one CAS per level from the
     /// hinted predecessors (`unlink_old_runs`; any failure falls back to `find`), and the hinted
@@ -77,7 +79,7 @@ impl<V> RawSkipList<V> {
         e: u64,
         new: &[*mut Node<V>],
         hint: Option<(&Position<V>, usize)>,
-    ) -> Vec<*mut Node<V>> {
+    ) {
         let pred = locked[0];
         let old = &locked[1..];
         let mut old_maxh = 1;
@@ -167,7 +169,6 @@ impl<V> RawSkipList<V> {
             // SAFETY: born locked by us.
             unsafe { unlock_node(n) };
         }
-        old.to_vec()
     }
 
     /// Step 3 without a traversal: at each level `1..old_maxh` (top-down) the old nodes linked
