@@ -92,7 +92,9 @@ pub struct SkipListMap<V> {
     readers: ReaderPool,
     /// `len` striped by reader slot (Relaxed counters: only their sum is ever read).
     counts: Box<[CachePadded<AtomicIsize>]>,
-    arenas: Option<(ArenaLayout, Box<[Hint]>)>,
+    /// Hints padded: each is written by its arena's allocating thread, so two on one line would
+    /// be false sharing between arenas.
+    arenas: Option<(ArenaLayout, Box<[CachePadded<Hint>]>)>,
     /// Ordinary nodes' maximum height.
     cap: usize,
 }
@@ -182,7 +184,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         let mut m = Self::new(domain);
         m.cap = SEPARATOR_THRESHOLD - 1;
         let hints = (0..layout.count)
-            .map(|k| Hint::new(layout.arena(k).start))
+            .map(|k| CachePadded::new(Hint::new(layout.arena(k).start)))
             .collect();
         m.arenas = Some((layout, hints));
         let seps: Vec<_> = (0..=layout.count as u64)
