@@ -329,7 +329,9 @@ mod tests {
         assert_eq!(timed.results.len(), 3);
         for (i, (t, n)) in timed.results.iter().enumerate() {
             assert_eq!(*t, i);
-            assert!(*n > 0 && n % BATCH == 0);
+            // Whole batches only. Not `n > 0`: on a loaded 2-CPU machine a thread may not be
+            // scheduled at all inside a 5 ms window (seen once in CI-like runs).
+            assert_eq!(n % BATCH, 0);
         }
         assert!(timed.elapsed >= Duration::from_millis(5));
     }
