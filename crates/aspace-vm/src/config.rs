@@ -1,0 +1,177 @@
+//! How an address space is configured: its [`Design`] and its limits, set through
+//! [`crate::AddressSpace::builder`].
+//!
+//! Defaults follow Linux where Linux has one (`max_map_count` 65,530; a 47-bit user address space
+//! starting at `mmap_min_addr` 64 KiB) and are otherwise sized for tests and benchmarks (256 MiB of
+//! frames, a 64-entry soft TLB per core).
+
+use crate::error::VmError;
+use crate::types::PAGE_SIZE;
+
+/// One concurrency strategy for the whole address space (DESIGN §6). More designs follow in later
+/// issues; every test and workload runs on every design.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Design {
+    /// The `btree` interval map under one space `RwLock`: faults take it for reading, everything
+    /// else for writing (the stock kernel's `mmap_sem`); broadcast TLB shootdown.
+    Coarse,
+}
+
+impl Design {
+    /// Every design, in report order.
+    pub const ALL: &'static [Design] = &[Design::Coarse];
+
+    /// The design's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Design::Coarse => "coarse",
+        }
+    }
+
+    /// The design called `name`.
+    pub fn from_name(name: &str) -> Option<Design> {
+        Design::ALL.iter().copied().find(|d| d.name() == name)
+    }
+}
+
+/// The full configuration of an address space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The concurrency strategy.
+    pub design: Design,
+    /// Bytes of real memory for frames (rounded down to whole frames), reserved once with
+    /// `MAP_NORESERVE`; touching more pages than this gives `ENOMEM`.
+    pub memory: u64,
+    /// Lowest mappable address (Linux's `vm.mmap_min_addr`, 64 KiB).
+    pub min_addr: u64,
+    /// One past the highest mappable address (the size of the address space; 2^47 like x86-64).
+    pub max_addr: u64,
+    /// Most regions at once (Linux's `vm.max_map_count`).
+    pub max_map_count: usize,
+    /// Most cores attached at once.
+    pub max_cores: usize,
+    /// Entries in each core's direct-mapped soft TLB (a power of two).
+    pub tlb_entries: usize,
+    /// Frames a core's free-frame cache takes from (and returns to) the global pool at once.
+    pub frame_batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            design: Design::Coarse,
+            memory: 256 << 20,
+            min_addr: 0x1_0000,
+            max_addr: 1 << 47,
+            max_map_count: 65_530,
+            max_cores: 256,
+            tlb_entries: 64,
+            frame_batch: 64,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the configuration.
+    ///
+    /// # Errors
+    /// [`VmError::InvalidArgument`] naming the first bad field.
+    pub fn validate(&self) -> Result<(), VmError> {
+        if self.memory < PAGE_SIZE {
+            return Err(VmError::InvalidArgument(
+                "memory must hold at least one frame",
+            ));
+        }
+        if self.min_addr % PAGE_SIZE != 0 || self.max_addr % PAGE_SIZE != 0 {
+            return Err(VmError::InvalidArgument(
+                "address bounds must be page aligned",
+            ));
+        }
+        if self.min_addr >= self.max_addr || self.max_addr > 1 << 57 {
+            return Err(VmError::InvalidArgument(
+                "need min_addr < max_addr <= 2^57 (five-level x86-64 at most)",
+            ));
+        }
+        if self.max_map_count == 0 || self.max_cores == 0 {
+            return Err(VmError::InvalidArgument(
+                "max_map_count and max_cores must be > 0",
+            ));
+        }
+        if !self.tlb_entries.is_power_of_two() {
+            return Err(VmError::InvalidArgument(
+                "tlb_entries must be a power of two",
+            ));
+        }
+        if self.frame_batch == 0 {
+            return Err(VmError::InvalidArgument("frame_batch must be > 0"));
+        }
+        Ok(())
+    }
+}
+
+/// Builds an [`crate::AddressSpace`]; start from [`crate::AddressSpace::builder`].
+#[derive(Clone, Debug, Default)]
+pub struct Builder {
+    config: Config,
+}
+
+impl Builder {
+    /// The concurrency strategy (default [`Design::Coarse`]).
+    pub fn design(mut self, design: Design) -> Self {
+        self.config.design = design;
+        self
+    }
+
+    /// Bytes of real memory for frames (default 256 MiB).
+    pub fn memory(mut self, bytes: u64) -> Self {
+        self.config.memory = bytes;
+        self
+    }
+
+    /// The mappable address range `[min_addr, max_addr)` (default `[64 KiB, 2^47)`).
+    pub fn address_range(mut self, min_addr: u64, max_addr: u64) -> Self {
+        self.config.min_addr = min_addr;
+        self.config.max_addr = max_addr;
+        self
+    }
+
+    /// Most regions at once (default 65,530).
+    pub fn max_map_count(mut self, n: usize) -> Self {
+        self.config.max_map_count = n;
+        self
+    }
+
+    /// Most cores attached at once (default 256).
+    pub fn max_cores(mut self, n: usize) -> Self {
+        self.config.max_cores = n;
+        self
+    }
+
+    /// Entries per soft TLB (default 64, a power of two).
+    pub fn tlb_entries(mut self, n: usize) -> Self {
+        self.config.tlb_entries = n;
+        self
+    }
+
+    /// Frames moved between a core's cache and the global pool at once (default 64).
+    pub fn frame_batch(mut self, n: usize) -> Self {
+        self.config.frame_batch = n;
+        self
+    }
+
+    /// The configuration so far.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Creates the address space: reserves the frame memory and sets up the design.
+    ///
+    /// # Errors
+    /// [`VmError::InvalidArgument`] for a bad configuration; [`VmError::OutOfMemory`] when the
+    /// frame reservation itself fails.
+    pub fn build(self) -> Result<crate::AddressSpace, VmError> {
+        self.config.validate()?;
+        crate::AddressSpace::with_config(self.config)
+    }
+}

@@ -1,0 +1,112 @@
+//! Errors of the address-space API, each with the errno Linux gives for the same failure.
+//!
+//! [`VmError`] is what the system calls (`mmap`, `munmap`, `mprotect`, `madvise`, `attach`)
+//! return; a call that returns it changed nothing (except where Linux itself applies a prefix
+//! before failing, which the semantics layer documents per call). [`Fault`] is what an access
+//! (`read`, `write`, `touch`) returns instead of delivering SIGSEGV: the faulting address and
+//! whether it was `SEGV_MAPERR` (nothing mapped) or `SEGV_ACCERR` (mapped without the right), or
+//! the frame pool ran dry (the kernel's OOM; here `ENOMEM`, nothing changed).
+
+use thiserror::Error;
+
+/// Why a limit refused an operation (all `ENOMEM` in Linux).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// The region count would exceed `max_map_count`.
+    MapCount,
+    /// The address space has no room (no gap large enough, or the range ends past its top).
+    AddressSpace,
+    /// The frame pool is exhausted.
+    Frames,
+    /// The range is not fully mapped (`mprotect`/`madvise` over a hole).
+    Hole,
+}
+
+/// A failed system call of the address space.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum VmError {
+    /// `EINVAL`: unaligned address, zero or overflowing length, bad flag combination, unknown
+    /// protection bits or advice.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+    /// `ENOMEM`: a limit was reached or the range is not mapped.
+    #[error("out of memory: {0:?}")]
+    OutOfMemory(Limit),
+    /// `EEXIST`: `MAP_FIXED_NOREPLACE` over an existing mapping.
+    #[error("a mapping already exists in the requested range")]
+    Exists,
+    /// `EBADF`: a file mapping was requested without a file (only anonymous mappings exist yet).
+    #[error("not anonymous and no file given")]
+    BadFile,
+    /// `EOPNOTSUPP`: `MAP_SHARED_VALIDATE` with flags Linux does not know.
+    #[error("unsupported flags with MAP_SHARED_VALIDATE")]
+    NotSupported,
+    /// `EAGAIN`: no core slot is free (`attach` beyond the configured core count).
+    #[error("too many cores attached (limit {0})")]
+    TooManyCores(usize),
+}
+
+impl VmError {
+    /// The errno Linux returns for this failure.
+    pub fn errno(&self) -> i32 {
+        match self {
+            VmError::InvalidArgument(_) => libc::EINVAL,
+            VmError::OutOfMemory(_) => libc::ENOMEM,
+            VmError::Exists => libc::EEXIST,
+            VmError::BadFile => libc::EBADF,
+            VmError::NotSupported => libc::EOPNOTSUPP,
+            VmError::TooManyCores(_) => libc::EAGAIN,
+        }
+    }
+}
+
+/// A failed access: what SIGSEGV (or the OOM killer) would have reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error)]
+pub enum Fault {
+    /// `SEGV_MAPERR`: no region contains `addr`.
+    #[error("unmapped address {addr:#x}")]
+    Unmapped {
+        /// The first byte that could not be accessed.
+        addr: u64,
+    },
+    /// `SEGV_ACCERR`: a region contains `addr` but does not allow the access.
+    #[error("protection fault at {addr:#x}")]
+    Protection {
+        /// The first byte that could not be accessed.
+        addr: u64,
+    },
+    /// No frame was available to back the page (`ENOMEM`); nothing was changed.
+    #[error("out of frames at {addr:#x}")]
+    OutOfMemory {
+        /// The page that could not be backed.
+        addr: u64,
+    },
+}
+
+impl Fault {
+    /// The faulting address.
+    pub fn addr(&self) -> u64 {
+        match *self {
+            Fault::Unmapped { addr } | Fault::Protection { addr } | Fault::OutOfMemory { addr } => {
+                addr
+            }
+        }
+    }
+
+    /// `si_code` SIGSEGV would carry (`SEGV_MAPERR` = 1, `SEGV_ACCERR` = 2), or `None` for OOM.
+    pub fn si_code(&self) -> Option<i32> {
+        match self {
+            Fault::Unmapped { .. } => Some(1),
+            Fault::Protection { .. } => Some(2),
+            Fault::OutOfMemory { .. } => None,
+        }
+    }
+
+    /// The errno a system call touching this memory would return (`EFAULT`, or `ENOMEM`).
+    pub fn errno(&self) -> i32 {
+        match self {
+            Fault::Unmapped { .. } | Fault::Protection { .. } => libc::EFAULT,
+            Fault::OutOfMemory { .. } => libc::ENOMEM,
+        }
+    }
+}
