@@ -1,0 +1,254 @@
+//! Loom models of the shootdown protocol (`--cfg loom`), on the real `Shootdown` and `Tlb`.
+//!
+//! The world: pages `P0`, `P1`, each with a page-table entry (a loom `AtomicU64`, 1 = present,
+//! 0 = cleared) mapping it to its own frame `X0`/`X1`, a loom `UnsafeCell<u64>` holding `DATA`.
+//! Frames are cells, not atomics, on purpose: real frames are plain memory copied with `memcpy`,
+//! so loom must also prove that every frame read of a core *happens before* the shooter's reuse
+//! write (an unordered pair is a reported data race), which is stronger than "never reads
+//! POISON" and does not depend on loom exploring load buffering.
+//!
+//! A shooter "munmaps" page `i`: clears its PTE, calls `shootdown`, writes `POISON` into the
+//! frame (its reuse), then sets `returned[i]` (Release). A core access is the engine's access
+//! path: `begin_access`, for each page a TLB lookup or else a PTE walk (+ TLB insert), then the
+//! frame reads, `end_access`. Checked: no frame read races with or follows the reuse (never
+//! POISON), and an access that began after the core saw `returned[i]` (Acquire) faults on `i`.
+//!
+//! Models:
+//! - `loom_core_with_a_cached_entry_never_reads_a_reused_frame`: one core with `P0 -> X0` in its
+//!   TLB doing two accesses, one shooter;
+//! - `loom_idle_core_does_not_block_the_shooter`: the core is registered with a cached entry but
+//!   does not access while the shooter runs (the shooter must return without it; loom reports a
+//!   non-terminating wait as a failure); afterwards its first access flushes and faults;
+//! - `loom_two_shooters_and_one_core`: two registered shooters unmap one page each (each bumping
+//!   the other) while a core reads both pages in one access;
+//! - `loom_registration_races_a_shootdown`: a core registers concurrently with a shootdown and
+//!   then accesses through a page-table walk (the F1/F2 registration argument).
+//!
+//! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
+//! --release -p aspace-vm --lib loom`.
+
+use super::{CoreId, Shootdown, Targets};
+use crate::tlb::Tlb;
+use crate::types::{Access, Prot, PAGE_SIZE};
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use loom::thread;
+use std::sync::Arc;
+
+const DATA: u64 = 7;
+const POISON: u64 = 0xdead;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b.check(f);
+}
+
+/// One mapped page of the model.
+struct Page {
+    pte: AtomicU64,
+    frame: UnsafeCell<u64>,
+    returned: AtomicBool,
+}
+
+struct World {
+    sd: Shootdown,
+    pages: Vec<Page>,
+}
+
+impl World {
+    fn new(max_cores: usize, pages: usize) -> Arc<World> {
+        Arc::new(World {
+            sd: Shootdown::new(max_cores),
+            pages: (0..pages)
+                .map(|_| Page {
+                    pte: AtomicU64::new(1),
+                    frame: UnsafeCell::new(DATA),
+                    returned: AtomicBool::new(false),
+                })
+                .collect(),
+        })
+    }
+
+    fn va(i: usize) -> u64 {
+        (16 + i as u64) * PAGE_SIZE
+    }
+
+    fn frame_ptr(&self, i: usize) -> *mut u8 {
+        &self.pages[i].frame as *const UnsafeCell<u64> as *mut u8
+    }
+
+    /// munmap of page `i` by a shooter outside any access.
+    fn munmap(&self, i: usize) {
+        let p = &self.pages[i];
+        // Release: as the page tables clear entries (stand-in for `clear_range`).
+        p.pte.store(0, Ordering::Release);
+        self.sd.shootdown(Targets::All);
+        // The frame's reuse: must not race with any core's read.
+        p.frame.with_mut(|x| {
+            // SAFETY: loom checks that no read of this cell is concurrent with this write.
+            unsafe { *x = POISON }
+        });
+        // Release: pairs with the core's Acquire load before it begins an access.
+        p.returned.store(true, Ordering::Release);
+    }
+}
+
+/// A core: its slot, `seen` and TLB.
+struct Core {
+    id: CoreId,
+    seen: u64,
+    tlb: Tlb,
+}
+
+impl Core {
+    fn register(w: &World) -> Core {
+        let id = w.sd.register().expect("a free slot");
+        Core {
+            id,
+            seen: w.sd.current_request(id),
+            tlb: Tlb::new(4),
+        }
+    }
+
+    /// Caches `P_i -> X_i` (a translation filled by an earlier access).
+    fn prefill(&mut self, w: &World, i: usize) {
+        assert!(!w.sd.begin_access(self.id, &mut self.seen, &mut self.tlb));
+        self.tlb.insert(World::va(i), w.frame_ptr(i), Prot::READ);
+        w.sd.end_access(self.id);
+    }
+
+    /// One access reading `pages` (translate all, then read all). `None` for a page that faults
+    /// (the whole access then ends without reading, as the engine does).
+    fn access(&mut self, w: &World, pages: &[usize]) -> Vec<Option<u64>> {
+        // Acquire: pairs with the shooter's Release store of `returned` after shootdown returned.
+        let after: Vec<bool> = pages
+            .iter()
+            .map(|&i| w.pages[i].returned.load(Ordering::Acquire))
+            .collect();
+        w.sd.begin_access(self.id, &mut self.seen, &mut self.tlb);
+        let mut ptrs = Vec::new();
+        for &i in pages {
+            let va = World::va(i);
+            let ptr = match self.tlb.lookup(va, Access::Read) {
+                Some(p) => Some(p),
+                // Acquire: as the page-table walk loads entries.
+                None if w.pages[i].pte.load(Ordering::Acquire) == 1 => {
+                    let p = w.frame_ptr(i);
+                    self.tlb.insert(va, p, Prot::READ);
+                    Some(p)
+                }
+                None => None,
+            };
+            ptrs.push(ptr);
+        }
+        let out: Vec<Option<u64>> = ptrs
+            .iter()
+            .map(|p| {
+                p.map(|p| {
+                    // SAFETY: `p` is `frame_ptr` of a page of `w`, which outlives the access.
+                    let cell = unsafe { &*(p as *const UnsafeCell<u64>) };
+                    // SAFETY: loom checks this read is ordered against the shooter's write.
+                    cell.with(|x| unsafe { *x })
+                })
+            })
+            .collect();
+        w.sd.end_access(self.id);
+        for (k, v) in out.iter().enumerate() {
+            if let Some(v) = v {
+                assert_ne!(*v, POISON, "read a reused frame");
+                assert!(
+                    !after[k],
+                    "an access that began after munmap returned did not fault"
+                );
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn loom_core_with_a_cached_entry_never_reads_a_reused_frame() {
+    model(|| {
+        let w = World::new(2, 1);
+        let mut core = Core::register(&w);
+        core.prefill(&w, 0);
+        let shooter = {
+            let w = w.clone();
+            thread::spawn(move || w.munmap(0))
+        };
+        for _ in 0..2 {
+            core.access(&w, &[0]);
+        }
+        shooter.join().unwrap();
+        // After the munmap is over, the core faults (it flushed and walked the cleared PTE).
+        assert_eq!(core.access(&w, &[0]), vec![None]);
+        assert_eq!(w.sd.sent(), 1);
+        assert_eq!(w.sd.received(), 1);
+    });
+}
+
+#[test]
+fn loom_idle_core_does_not_block_the_shooter() {
+    model(|| {
+        let w = World::new(2, 1);
+        let mut core = Core::register(&w);
+        core.prefill(&w, 0);
+        let shooter = {
+            let w = w.clone();
+            thread::spawn(move || {
+                w.pages[0].pte.store(0, Ordering::Release);
+                w.sd.shootdown(Targets::All)
+            })
+        };
+        // The core stays outside any access until the shootdown is over.
+        assert_eq!(shooter.join().unwrap(), 0, "waited for an idle core");
+        assert!(w.sd.begin_access(core.id, &mut core.seen, &mut core.tlb));
+        assert_eq!(core.tlb.lookup(World::va(0), Access::Read), None);
+        assert_eq!(w.pages[0].pte.load(Ordering::Acquire), 0);
+        w.sd.end_access(core.id);
+    });
+}
+
+#[test]
+fn loom_two_shooters_and_one_core() {
+    model(|| {
+        let w = World::new(3, 2);
+        let mut core = Core::register(&w);
+        core.prefill(&w, 0);
+        core.prefill(&w, 1);
+        let shooters: Vec<_> = (0..2)
+            .map(|i| {
+                let w = w.clone();
+                // The shooters are registered cores too (idle while they shoot).
+                let me = Core::register(&w);
+                thread::spawn(move || {
+                    w.munmap(i);
+                    w.sd.unregister(me.id);
+                })
+            })
+            .collect();
+        core.access(&w, &[0, 1]);
+        for s in shooters {
+            s.join().unwrap();
+        }
+        assert_eq!(core.access(&w, &[0, 1]), vec![None, None]);
+    });
+}
+
+#[test]
+fn loom_registration_races_a_shootdown() {
+    model(|| {
+        let w = World::new(1, 1);
+        let shooter = {
+            let w = w.clone();
+            thread::spawn(move || w.munmap(0))
+        };
+        let mut core = Core::register(&w);
+        core.access(&w, &[0]);
+        shooter.join().unwrap();
+        w.sd.unregister(core.id);
+    });
+}

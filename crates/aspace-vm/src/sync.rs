@@ -1,0 +1,76 @@
+//! Synchronization shim: `loom` primitives under `--cfg loom`, `std` ones otherwise.
+//!
+//! Every atomic, fence and cell that a concurrent protocol of this crate uses (the shootdown
+//! slots, and whatever page-table or frame code wants model-checked) is imported from here, so
+//! the very code that runs is what the loom models check (crossbeam's `primitive` module does
+//! the same). Unlike `aspace-rcu`'s shim there is no deliberate difference between the two
+//! builds: the shootdown protocol uses a real `fence(SeqCst)` on the core side rather than a
+//! membarrier-promoted compiler fence (see `shootdown.rs` for why), and loom models that fence
+//! exactly. Only [`spin_wait`] differs: under loom a wait loop must yield to the model
+//! scheduler on every iteration.
+//!
+//! Loom types may only be used inside `loom::model`; under `--cfg loom` only the loom models
+//! construct the structures that use them. Not for: statistics counters (always
+//! `std::sync::atomic`, relaxed, never part of a protocol) or the writer locks (`parking_lot`,
+//! never part of a loom model).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Threads, for tests that run the same code under std and loom.
+#[cfg(loom)]
+#[allow(unused_imports)] // used by the loom models only
+pub(crate) use loom::thread;
+#[cfg(not(loom))]
+#[allow(unused_imports)] // used by tests only (the engine spawns no threads)
+pub(crate) use std::thread;
+
+/// A cell with loom's closure API (`with`, `with_mut`) in both builds, so code that keeps plain
+/// data next to a protocol can be model-checked for data races. Nothing in the engine needs one
+/// yet (page-table entries are atomics; frames are raw memory reached through pointers).
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// The std half of the [`UnsafeCell`] shim: `std::cell::UnsafeCell` with loom's API.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+#[allow(dead_code)] // not used by the engine yet (see the loom re-export above)
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+#[allow(dead_code)] // not used by the engine yet
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a shared pointer to the value; the caller upholds the aliasing rules.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a unique pointer to the value; the caller upholds the aliasing rules.
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// One iteration of a wait loop (the shooter waiting for a core to leave its access).
+///
+/// Real build: crossbeam's exponential [`Backoff`](crossbeam_utils::Backoff) (`snooze`: spin
+/// hints first, then `yield_now`, which matters on a machine with fewer CPUs than threads, where
+/// the awaited core may be descheduled). Loom: yield to the model scheduler, so that the loop
+/// does not look like an infinite execution.
+#[inline]
+pub(crate) fn spin_wait(backoff: &crossbeam_utils::Backoff) {
+    #[cfg(loom)]
+    {
+        let _ = backoff;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    backoff.snooze();
+}
