@@ -41,6 +41,10 @@ pub enum VmError {
     /// `EOPNOTSUPP`: `MAP_SHARED_VALIDATE` with flags Linux does not know.
     #[error("unsupported flags with MAP_SHARED_VALIDATE")]
     NotSupported,
+    /// `EPERM`: `MAP_FIXED` below `min_addr` (Linux's `mmap_min_addr` for an unprivileged
+    /// process).
+    #[error("mapping below the minimum address is not permitted")]
+    PermissionDenied,
     /// `EAGAIN`: no core slot is free (`attach` beyond the configured core count).
     #[error("too many cores attached (limit {0})")]
     TooManyCores(usize),
@@ -55,6 +59,7 @@ impl VmError {
             VmError::Exists => libc::EEXIST,
             VmError::BadFile => libc::EBADF,
             VmError::NotSupported => libc::EOPNOTSUPP,
+            VmError::PermissionDenied => libc::EPERM,
             VmError::TooManyCores(_) => libc::EAGAIN,
         }
     }

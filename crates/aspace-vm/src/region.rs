@@ -1,0 +1,747 @@
+//! Regions (the papers' VMAs) and the region set: a `BTreeMap` keyed by region **end**, with
+//! Linux's splitting and merging.
+//!
+//! # What
+//!
+//! A region is `[start, end)` with [`Attrs`]: protection, private/shared, the `vm_flags` bits
+//! that only matter for merging (`semantics::vm_flags`), and an *anon identity* standing for
+//! Linux's `anon_vma`. [`RegionSet::edit`] is the one mutation: it rewrites `[start, end)` piece
+//! by piece through a function of the old attributes (`None` for a hole), which expresses `mmap`
+//! (everything becomes the new attributes), `munmap` (everything becomes `None`), `mprotect`
+//! and `madvise` hints (mapped pieces change one attribute, holes stay holes). It computes the
+//! new pieces of the window `[left neighbour, right neighbour]` first, merges adjacent compatible
+//! pieces left to right, checks `max_map_count` on the result, and only then changes the map:
+//! a refused edit changes nothing.
+//!
+//! # Merging like `/proc/self/maps`
+//!
+//! Linux merges two adjacent anonymous regions when their `vm_flags` are equal and their
+//! `anon_vma`s are compatible (one of them has none, or both the same). A private region gets its
+//! `anon_vma` at its first **write** fault (a read fault maps the zero page), reusing the
+//! `anon_vma` of an adjacent region whose flags differ at most in the access bits (next
+//! neighbour first, then previous: `find_mergeable_anon_vma`). Split pieces keep their
+//! `anon_vma`, so they merge back. A shared anonymous mapping is a shmem file of its own, so it
+//! only merges with pieces of itself: it gets a fresh identity at `mmap`. When a new piece could
+//! merge with both neighbours but the neighbours are incompatible with each other, Linux merges
+//! with the previous one (`vma_merge_new_range`); the left-to-right merge here does the same.
+//! Verified against the kernel (see `semantics.rs`): two separately written regions separated by
+//! a hole stay two lines when the hole is mapped; a region written next to a written neighbour
+//! shares its `anon_vma` and merges after `mprotect` makes them equal.
+//!
+//! # Why keyed by end
+//!
+//! `lookup(addr)` is the first entry with `end > addr`; and the `alloc` pattern (top-down
+//! placement directly below the previous mapping, which then merges) extends an existing region
+//! downwards, which keeps its key: the edit is one `get_mut`, no remove and insert.
+//!
+//! # Invariants
+//! Regions are disjoint, non-empty, page aligned; `map[end].start < end`. Anon identities are only
+//! written with the set borrowed mutably, except the 0 -> id transition of a fault
+//! ([`RegionSet::assign_anon`]), an atomic compare-exchange under a shared borrow.
+//!
+//! Not for: locking (the design wraps the set in its lock) or page tables.
+
+use crate::error::{Limit, VmError};
+use crate::semantics::Bounds;
+use crate::types::{Prot, RegionInfo, Sharing};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The attributes of a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Attrs {
+    /// Protection (known bits only).
+    pub(crate) prot: Prot,
+    /// Private or shared.
+    pub(crate) sharing: Sharing,
+    /// `vm_flags` bits besides the access bits (`semantics::vm_flags`).
+    pub(crate) flags: u8,
+    /// The anon identity (`anon_vma`); 0 = none yet.
+    pub(crate) anon: u64,
+}
+
+impl Attrs {
+    /// Whether a region with `self` directly followed by one with `next` is one region for Linux.
+    fn mergeable(&self, next: &Attrs) -> bool {
+        self.prot == next.prot
+            && self.sharing == next.sharing
+            && self.flags == next.flags
+            && (self.anon == 0 || next.anon == 0 || self.anon == next.anon)
+    }
+
+    /// Whether a private region may adopt the `anon_vma` of a neighbour with `other`
+    /// (`anon_vma_compatible`: equal flags except the access bits).
+    fn anon_compatible(&self, other: &Attrs) -> bool {
+        self.sharing == Sharing::Private
+            && other.sharing == Sharing::Private
+            && self.flags == other.flags
+    }
+}
+
+/// One region, by value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Region {
+    /// First byte.
+    pub(crate) start: u64,
+    /// One past the last byte.
+    pub(crate) end: u64,
+    /// Its attributes.
+    pub(crate) attrs: Attrs,
+}
+
+impl Region {
+    /// The `maps()` line of the region.
+    pub(crate) fn info(&self) -> RegionInfo {
+        RegionInfo {
+            start: self.start,
+            end: self.end,
+            prot: self.attrs.prot,
+            sharing: self.attrs.sharing,
+        }
+    }
+}
+
+/// A map entry (the key is the region's end).
+#[derive(Debug)]
+pub(crate) struct Slot {
+    start: u64,
+    prot: Prot,
+    sharing: Sharing,
+    flags: u8,
+    /// Set 0 -> id at most once under a shared borrow (first write fault); otherwise written only
+    /// through `&mut`. Relaxed everywhere: it is a value, not a publication; the design's lock
+    /// orders it against the edits that read it.
+    anon: AtomicU64,
+}
+
+impl Slot {
+    fn new(r: &Region) -> Slot {
+        Slot {
+            start: r.start,
+            prot: r.attrs.prot,
+            sharing: r.attrs.sharing,
+            flags: r.attrs.flags,
+            anon: AtomicU64::new(r.attrs.anon),
+        }
+    }
+
+    fn region(&self, end: u64) -> Region {
+        Region {
+            start: self.start,
+            end,
+            attrs: self.attrs(),
+        }
+    }
+
+    /// The slot's attributes (anon loaded Relaxed).
+    pub(crate) fn attrs(&self) -> Attrs {
+        Attrs {
+            prot: self.prot,
+            sharing: self.sharing,
+            flags: self.flags,
+            anon: self.anon.load(Ordering::Relaxed),
+        }
+    }
+
+    /// First byte of the region.
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Its protection.
+    pub(crate) fn prot(&self) -> Prot {
+        self.prot
+    }
+
+    /// Its anon identity (0 = none yet).
+    pub(crate) fn anon(&self) -> u64 {
+        self.anon.load(Ordering::Relaxed)
+    }
+}
+
+/// The set of regions, with the scratch buffers its edits reuse (no allocation per call once
+/// warm).
+#[derive(Debug, Default)]
+pub(crate) struct RegionSet {
+    map: BTreeMap<u64, Slot>,
+    removed: Vec<u64>,
+    pieces: Vec<Region>,
+    next_anon: AtomicU64,
+}
+
+impl RegionSet {
+    /// An empty set.
+    pub(crate) fn new() -> RegionSet {
+        RegionSet {
+            next_anon: AtomicU64::new(1),
+            ..RegionSet::default()
+        }
+    }
+
+    /// Number of regions.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// A fresh anon identity.
+    pub(crate) fn fresh_anon(&self) -> u64 {
+        self.next_anon.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The region containing `addr`: `(end, slot)`.
+    #[inline]
+    pub(crate) fn lookup(&self, addr: u64) -> Option<(u64, &Slot)> {
+        let (&end, slot) = self.map.range(addr.checked_add(1)?..).next()?;
+        (slot.start <= addr).then_some((end, slot))
+    }
+
+    /// The region containing `addr`, by value.
+    #[cfg(test)]
+    pub(crate) fn get(&self, addr: u64) -> Option<Region> {
+        self.lookup(addr).map(|(end, s)| s.region(end))
+    }
+
+    /// Every region in address order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Region> + '_ {
+        self.map.iter().map(|(&end, s)| s.region(end))
+    }
+
+    /// Regions overlapping `range`, in order, clipped to it.
+    pub(crate) fn overlapping(&self, range: Range<u64>) -> impl Iterator<Item = Region> + '_ {
+        self.map
+            .range(range.start.saturating_add(1)..)
+            .take_while(move |(_, s)| s.start < range.end)
+            .map(move |(&end, s)| {
+                let mut r = s.region(end);
+                r.start = r.start.max(range.start);
+                r.end = r.end.min(range.end);
+                r
+            })
+    }
+
+    /// Whether no region overlaps `[start, end)`.
+    pub(crate) fn is_free(&self, start: u64, end: u64) -> bool {
+        match self.map.range(start + 1..).next() {
+            None => true,
+            Some((_, s)) => s.start >= end,
+        }
+    }
+
+    /// The first address of `range` that no region covers, if any.
+    pub(crate) fn first_hole(&self, range: Range<u64>) -> Option<u64> {
+        let mut cursor = range.start;
+        for r in self.overlapping(range.clone()) {
+            if r.start > cursor {
+                return Some(cursor);
+            }
+            cursor = r.end;
+        }
+        (cursor < range.end).then_some(cursor)
+    }
+
+    /// The highest `len`-byte gap inside `bounds` (top-down search), its start.
+    ///
+    /// Cost: one step per region above the gap found (a linear scan, like Linux before its gap
+    /// augmentation; the benchmark patterns find their gap at the first step).
+    pub(crate) fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
+        let mut hi = bounds.max_addr;
+        for (&end, s) in self.map.iter().rev() {
+            if hi >= end && hi - end >= len {
+                return Some(hi - len);
+            }
+            hi = s.start;
+            if hi < bounds.min_addr.saturating_add(len) {
+                return None;
+            }
+        }
+        (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
+    }
+
+    /// The largest range around `range` that holds no region, clipped to `bounds` (the unmapped
+    /// range widened to its neighbouring gaps, for page-table freeing). `range` must be free.
+    pub(crate) fn gap_around(&self, range: Range<u64>, bounds: Bounds) -> Range<u64> {
+        let lo = self
+            .map
+            .range(..=range.start)
+            .next_back()
+            .map_or(bounds.min_addr.min(range.start), |(&end, _)| end);
+        let hi = self
+            .map
+            .range(range.end + 1..)
+            .next()
+            .map_or(bounds.max_addr.max(range.end), |(_, s)| s.start);
+        lo.min(range.start)..hi.max(range.end)
+    }
+
+    /// Gives the region ending at `end` (containing the faulting page) an anon identity if it has
+    /// none: a compatible adjacent neighbour's (next first, then previous), else a fresh one.
+    /// Returns the identity now in place. Callable under a shared borrow (concurrent faults).
+    pub(crate) fn assign_anon(&self, end: u64, slot: &Slot) -> u64 {
+        let cur = slot.anon();
+        if cur != 0 || slot.sharing != Sharing::Private {
+            return cur;
+        }
+        let me = slot.attrs();
+        let mut id = 0;
+        if let Some((_, next)) = self.map.range(end + 1..).next() {
+            if next.start == end && me.anon_compatible(&next.attrs()) {
+                id = next.anon();
+            }
+        }
+        if id == 0 {
+            if let Some(prev) = self.map.get(&slot.start) {
+                if me.anon_compatible(&prev.attrs()) {
+                    id = prev.anon();
+                }
+            }
+        }
+        if id == 0 {
+            id = self.fresh_anon();
+        }
+        match slot
+            .anon
+            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => id,
+            Err(won) => won,
+        }
+    }
+
+    fn push_piece(pieces: &mut Vec<Region>, p: Region) {
+        if let Some(last) = pieces.last_mut() {
+            if last.end == p.start && last.attrs.mergeable(&p.attrs) {
+                last.end = p.end;
+                if last.attrs.anon == 0 {
+                    last.attrs.anon = p.attrs.anon;
+                }
+                return;
+            }
+        }
+        pieces.push(p);
+    }
+
+    /// Rewrites `range` through `f` (old attributes, `None` for a hole -> new attributes, `None`
+    /// for a hole), splitting at the edges and merging like Linux; refuses with `ENOMEM`
+    /// (`Limit::MapCount`) and changes nothing when the result would hold more than `max_count`
+    /// regions.
+    pub(crate) fn edit(
+        &mut self,
+        range: Range<u64>,
+        mut f: impl FnMut(Option<Attrs>) -> Option<Attrs>,
+        max_count: usize,
+    ) -> Result<(), VmError> {
+        debug_assert!(range.start < range.end);
+        let mut removed = std::mem::take(&mut self.removed);
+        let mut pieces = std::mem::take(&mut self.pieces);
+        removed.clear();
+        pieces.clear();
+        if let Some(left) = self.map.get(&range.start) {
+            removed.push(range.start);
+            pieces.push(left.region(range.start));
+        }
+        let mut cursor = range.start;
+        let mut tail = None;
+        let mut right = None;
+        for (&end, slot) in self.map.range(range.start + 1..) {
+            if slot.start >= range.end {
+                if slot.start == range.end {
+                    right = Some(slot.region(end));
+                    removed.push(end);
+                }
+                break;
+            }
+            removed.push(end);
+            let old = slot.attrs();
+            if slot.start < range.start {
+                Self::push_piece(
+                    &mut pieces,
+                    Region {
+                        start: slot.start,
+                        end: range.start,
+                        attrs: old,
+                    },
+                );
+            } else if slot.start > cursor {
+                if let Some(a) = f(None) {
+                    Self::push_piece(
+                        &mut pieces,
+                        Region {
+                            start: cursor,
+                            end: slot.start,
+                            attrs: a,
+                        },
+                    );
+                }
+            }
+            let s = slot.start.max(range.start);
+            let e = end.min(range.end);
+            if let Some(a) = f(Some(old)) {
+                Self::push_piece(
+                    &mut pieces,
+                    Region {
+                        start: s,
+                        end: e,
+                        attrs: a,
+                    },
+                );
+            }
+            cursor = e;
+            if end > range.end {
+                tail = Some(Region {
+                    start: range.end,
+                    end,
+                    attrs: old,
+                });
+                break;
+            }
+        }
+        if cursor < range.end {
+            if let Some(a) = f(None) {
+                Self::push_piece(
+                    &mut pieces,
+                    Region {
+                        start: cursor,
+                        end: range.end,
+                        attrs: a,
+                    },
+                );
+            }
+        }
+        if let Some(t) = tail {
+            Self::push_piece(&mut pieces, t);
+        }
+        if let Some(r) = right {
+            Self::push_piece(&mut pieces, r);
+        }
+        let result = if self.map.len() - removed.len() + pieces.len() > max_count {
+            Err(VmError::OutOfMemory(Limit::MapCount))
+        } else {
+            for k in &removed {
+                if pieces.binary_search_by_key(k, |p| p.end).is_err() {
+                    self.map.remove(k);
+                }
+            }
+            for p in &pieces {
+                match self.map.get_mut(&p.end) {
+                    Some(slot) => *slot = Slot::new(p),
+                    None => {
+                        self.map.insert(p.end, Slot::new(p));
+                    }
+                }
+            }
+            Ok(())
+        };
+        self.removed = removed;
+        self.pieces = pieces;
+        result
+    }
+
+    /// Checks the set's invariants (tests): disjoint, sorted, non-empty, aligned, and no two
+    /// adjacent regions that Linux would have merged.
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        let mut prev: Option<Region> = None;
+        for r in self.iter() {
+            assert!(r.start < r.end, "empty region {r:?}");
+            assert!(r.start % 4096 == 0 && r.end % 4096 == 0, "unaligned {r:?}");
+            if let Some(p) = prev {
+                assert!(p.end <= r.start, "overlap {p:?} {r:?}");
+                assert!(
+                    !(p.end == r.start && p.attrs.mergeable(&r.attrs)),
+                    "unmerged neighbours {p:?} {r:?}"
+                );
+            }
+            prev = Some(r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::semantics::vm_flags;
+
+    const P: u64 = 4096;
+    const B: Bounds = Bounds {
+        min_addr: 0x1_0000,
+        max_addr: 0x100_0000,
+    };
+
+    fn rw() -> Attrs {
+        Attrs {
+            prot: Prot::READ_WRITE,
+            sharing: Sharing::Private,
+            flags: 0,
+            anon: 0,
+        }
+    }
+
+    fn with_prot(p: Prot) -> Attrs {
+        Attrs { prot: p, ..rw() }
+    }
+
+    fn map(set: &mut RegionSet, start: u64, end: u64, a: Attrs) {
+        set.edit(start..end, |_| Some(a), usize::MAX).unwrap();
+        set.check();
+    }
+
+    fn lines(set: &RegionSet) -> Vec<(u64, u64, u32)> {
+        set.iter()
+            .map(|r| (r.start, r.end, r.attrs.prot.bits()))
+            .collect()
+    }
+
+    #[test]
+    fn adjacent_compatible_mappings_merge() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x21000, rw());
+        map(&mut s, 0x21000, 0x23000, rw());
+        map(&mut s, 0x1f000, 0x20000, rw());
+        assert_eq!(lines(&s), vec![(0x1f000, 0x23000, 3)]);
+    }
+
+    #[test]
+    fn different_prot_or_flags_do_not_merge() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x21000, rw());
+        map(&mut s, 0x21000, 0x22000, with_prot(Prot::READ));
+        map(
+            &mut s,
+            0x22000,
+            0x23000,
+            Attrs {
+                flags: vm_flags::NORESERVE,
+                ..rw()
+            },
+        );
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn munmap_in_the_middle_splits_in_two() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x24000, rw());
+        s.edit(0x21000..0x22000, |_| None, usize::MAX).unwrap();
+        s.check();
+        assert_eq!(
+            lines(&s),
+            vec![(0x20000, 0x21000, 3), (0x22000, 0x24000, 3)]
+        );
+        assert!(s.lookup(0x21000).is_none());
+        assert_eq!(s.lookup(0x23fff).unwrap().0, 0x24000);
+    }
+
+    #[test]
+    fn protect_middle_splits_in_three_and_merges_back() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x24000, rw());
+        let p = |prot| move |a: Option<Attrs>| a.map(|a| Attrs { prot, ..a });
+        s.edit(0x21000..0x22000, p(Prot::READ), usize::MAX).unwrap();
+        s.check();
+        assert_eq!(s.len(), 3);
+        s.edit(0x21000..0x22000, p(Prot::READ_WRITE), usize::MAX)
+            .unwrap();
+        s.check();
+        assert_eq!(lines(&s), vec![(0x20000, 0x24000, 3)]);
+    }
+
+    #[test]
+    fn map_count_limit_refuses_and_changes_nothing() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x24000, rw());
+        let before = lines(&s);
+        assert_eq!(
+            s.edit(0x21000..0x22000, |_| None, 1),
+            Err(VmError::OutOfMemory(Limit::MapCount))
+        );
+        assert_eq!(lines(&s), before);
+        // Unmapping a whole region at the limit is fine; so is a split that stays within it.
+        s.edit(0x21000..0x22000, |_| None, 2).unwrap();
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn fixed_map_over_several_regions_replaces_them() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x22000, rw());
+        map(&mut s, 0x23000, 0x25000, with_prot(Prot::READ));
+        map(&mut s, 0x21000, 0x24000, with_prot(Prot::NONE));
+        assert_eq!(
+            lines(&s),
+            vec![
+                (0x20000, 0x21000, 3),
+                (0x21000, 0x24000, 0),
+                (0x24000, 0x25000, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn separately_written_regions_do_not_merge_when_the_hole_is_filled() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x21000, rw());
+        map(&mut s, 0x22000, 0x23000, rw());
+        let (e, slot) = s.lookup(0x20000).unwrap();
+        let a = s.assign_anon(e, slot);
+        let (e, slot) = s.lookup(0x22000).unwrap();
+        let b = s.assign_anon(e, slot);
+        assert_ne!(a, b);
+        map(&mut s, 0x21000, 0x22000, rw());
+        // Merged with the left one only (vma_merge_new_range prefers prev).
+        assert_eq!(
+            lines(&s),
+            vec![(0x20000, 0x22000, 3), (0x22000, 0x23000, 3)]
+        );
+    }
+
+    #[test]
+    fn a_written_neighbour_shares_its_anon_identity() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x21000, rw());
+        map(&mut s, 0x21000, 0x22000, with_prot(Prot::KNOWN));
+        let (e, slot) = s.lookup(0x20000).unwrap();
+        let a = s.assign_anon(e, slot);
+        let (e, slot) = s.lookup(0x21000).unwrap();
+        assert_eq!(s.assign_anon(e, slot), a);
+        s.edit(
+            0x21000..0x22000,
+            |o| {
+                o.map(|o| Attrs {
+                    prot: Prot::READ_WRITE,
+                    ..o
+                })
+            },
+            10,
+        )
+        .unwrap();
+        assert_eq!(lines(&s), vec![(0x20000, 0x22000, 3)]);
+    }
+
+    #[test]
+    fn shared_mappings_merge_only_with_themselves() {
+        let mut s = RegionSet::new();
+        let sh = |anon| Attrs {
+            sharing: Sharing::Shared,
+            anon,
+            ..rw()
+        };
+        let (x, y) = (s.fresh_anon(), s.fresh_anon());
+        map(&mut s, 0x20000, 0x21000, sh(x));
+        map(&mut s, 0x21000, 0x23000, sh(y));
+        assert_eq!(s.len(), 2);
+        s.edit(
+            0x21000..0x22000,
+            |o| {
+                o.map(|o| Attrs {
+                    prot: Prot::READ,
+                    ..o
+                })
+            },
+            10,
+        )
+        .unwrap();
+        s.edit(
+            0x21000..0x22000,
+            |o| {
+                o.map(|o| Attrs {
+                    prot: Prot::READ_WRITE,
+                    ..o
+                })
+            },
+            10,
+        )
+        .unwrap();
+        s.check();
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn holes_gaps_and_top_down_search() {
+        let mut s = RegionSet::new();
+        assert_eq!(s.find_gap_topdown(P, B), Some(B.max_addr - P));
+        map(&mut s, B.max_addr - 2 * P, B.max_addr, rw());
+        assert_eq!(s.find_gap_topdown(P, B), Some(B.max_addr - 3 * P));
+        map(&mut s, 0x20000, 0x21000, rw());
+        map(&mut s, 0x22000, 0x23000, rw());
+        assert_eq!(s.first_hole(0x20000..0x23000), Some(0x21000));
+        assert_eq!(s.first_hole(0x20000..0x21000), None);
+        assert_eq!(s.first_hole(0x1f000..0x21000), Some(0x1f000));
+        assert!(s.is_free(0x21000, 0x22000));
+        assert!(!s.is_free(0x21000, 0x22001));
+        assert_eq!(s.gap_around(0x21000..0x22000, B), 0x21000..0x22000);
+        assert_eq!(s.gap_around(0x10000..0x11000, B), 0x10000..0x20000);
+        assert_eq!(
+            s.gap_around(0x30000..0x31000, B),
+            0x23000..B.max_addr - 2 * P
+        );
+        // A space that is full has no gap.
+        let mut full = RegionSet::new();
+        map(&mut full, B.min_addr, B.max_addr, rw());
+        assert_eq!(full.find_gap_topdown(P, B), None);
+    }
+
+    #[test]
+    fn random_edits_match_a_page_model() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let pages = 64u64;
+        let base = 0x20000u64;
+        let mut model: Vec<Option<u32>> = vec![None; pages as usize];
+        let mut s = RegionSet::new();
+        for _ in 0..2000 {
+            let a = rng.gen_range(0..pages);
+            let n = rng.gen_range(1..=(pages - a).min(8));
+            let r = base + a * P..base + (a + n) * P;
+            match rng.gen_range(0..3) {
+                0 => {
+                    let p = rng.gen_range(0..4u32);
+                    s.edit(
+                        r,
+                        |_| Some(with_prot(Prot::from_bits_retain(p))),
+                        usize::MAX,
+                    )
+                    .unwrap();
+                    for i in a..a + n {
+                        model[i as usize] = Some(p);
+                    }
+                }
+                1 => {
+                    s.edit(r, |_| None, usize::MAX).unwrap();
+                    for i in a..a + n {
+                        model[i as usize] = None;
+                    }
+                }
+                _ => {
+                    let p = rng.gen_range(0..4u32);
+                    s.edit(
+                        r,
+                        |o| {
+                            o.map(|o| Attrs {
+                                prot: Prot::from_bits_retain(p),
+                                ..o
+                            })
+                        },
+                        usize::MAX,
+                    )
+                    .unwrap();
+                    for i in a..a + n {
+                        if model[i as usize].is_some() {
+                            model[i as usize] = Some(p);
+                        }
+                    }
+                }
+            }
+            s.check();
+            for i in 0..pages {
+                let got = s.get(base + i * P).map(|r| r.attrs.prot.bits());
+                assert_eq!(got, model[i as usize], "page {i}");
+            }
+            // Maximal merging: the number of regions equals the number of runs in the model.
+            let runs = (0..pages as usize)
+                .filter(|&i| model[i].is_some() && (i == 0 || model[i - 1] != model[i]))
+                .count();
+            assert_eq!(s.len(), runs);
+        }
+    }
+}

@@ -1,0 +1,594 @@
+//! Argument validation and Linux's rules for `mmap`, `munmap`, `mprotect` and `madvise`, as pure
+//! functions shared by every design.
+//!
+//! Each `check_*` function turns raw system-call arguments into a validated request, or the
+//! errno Linux returns for them, **in Linux's order of checks** (so that an argument list with two
+//! faults gets the same errno as from the kernel). The designs then apply the request to their
+//! region set; the parts of Linux's rules that need the region set (placement, `EEXIST`, holes,
+//! `max_map_count`) are documented here and implemented by `region.rs` and the designs.
+//!
+//! Sources: Linux 6.x `mm/mmap.c` (`do_mmap`, `__get_unmapped_area`,
+//! `arch_get_unmapped_area_topdown`, `round_hint_to_min`), `mm/vma.c` (`do_vmi_munmap`),
+//! `mm/mprotect.c` (`do_mprotect_pkey`), `mm/madvise.c` (`do_madvise`, `madvise_walk_vmas`).
+//! Every rule marked *verified* was checked with a small libc program against the kernel of the
+//! build machine (Linux 6.18, x86-64, run as root; `/tmp/e_exp/exp*.c` during development):
+//!
+//! `mmap`
+//! - *verified*: not `MAP_ANONYMOUS` (no file here) is `EBADF`, checked before everything else
+//!   (`mmap(len = 0, MAP_PRIVATE)` is `EBADF`, not `EINVAL`).
+//! - *verified*: `len == 0` is `EINVAL`; a length that overflows when rounded up to pages
+//!   (`-1`, `-4096`) or is larger than the address space is `ENOMEM`.
+//! - *verified*: unknown `prot` bits are **ignored** by `mmap` (`0x100`, `PROT_SEM`,
+//!   `PROT_GROWSDOWN` all succeed); only the known bits are stored.
+//! - *verified*: unknown flag bits are ignored for `MAP_PRIVATE`/`MAP_SHARED`
+//!   (`0x200000`, `0x80000000` succeed and the region merges like one without them).
+//! - *verified*: the mapping type (`flags & 0xf`) is checked **after** placement: no type, or
+//!   `MAP_SHARED_VALIDATE` for an anonymous mapping (the kernel's anonymous `switch` has no case
+//!   for it), is `EINVAL`, but `MAP_FIXED_NOREPLACE` over a mapping with no type is `EEXIST`.
+//! - *verified*: `MAP_FIXED`/`MAP_FIXED_NOREPLACE` with `addr + len` past the top is `ENOMEM`
+//!   (even when `addr` is also unaligned); an unaligned fixed `addr` is `EINVAL`.
+//! - `MAP_FIXED` below `mmap_min_addr` is `EPERM` for an unprivileged process
+//!   (`cap_mmap_addr`); *verified* that root (CAP_SYS_RAWIO) may map there. The address space
+//!   models an unprivileged process: [`VmError::PermissionDenied`].
+//! - *verified*: a hint is rounded down to a page, raised to `mmap_min_addr` when below it, and
+//!   honoured when `[hint, hint + len)` is free and inside the space; otherwise the search runs
+//!   top-down from the top of the space (like `arch_get_unmapped_area_topdown`).
+//! - *verified*: `MAP_NORESERVE` and `MAP_STACK` regions do not merge with regions without them
+//!   (they set `VM_NORESERVE` / `VM_NOHUGEPAGE`); `MAP_POPULATE` regions do.
+//! - Flags Linux knows that change behaviour this crate does not model (`MAP_GROWSDOWN`,
+//!   `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT`, the `MAP_DROPPABLE` type) are `EINVAL` here: a
+//!   documented deviation, never a silent one.
+//!
+//! `munmap` (*verified*): unaligned `addr`, `len == 0`, `addr` past the top or `len` past the top
+//! (including overflow) are `EINVAL`; unmapping nothing succeeds.
+//!
+//! `mprotect` (*verified*): unaligned `addr` is `EINVAL` first; then `len == 0` succeeds **even
+//! with unknown prot bits**; a rounded length that overflows is `ENOMEM`; then unknown prot bits
+//! are `EINVAL` (`PROT_SEM` is accepted and ignored on x86-64, `PROT_GROWSDOWN` on a region that
+//! does not grow down is `EINVAL`); then `ENOMEM` if `addr` is not mapped. Over a hole, Linux
+//! **applies the protection to the regions before the hole and then fails with `ENOMEM`**
+//! (*verified*: the first page became `r--` and the page after the hole stayed `rw-`).
+//!
+//! `madvise` (*verified*): unknown advice is `EINVAL` first (even with `len == 0`), then unaligned
+//! `addr` is `EINVAL`, a length whose rounding or end overflows is `EINVAL`, `len == 0`
+//! succeeds; then the advice is applied to every mapped part of the range and `ENOMEM` is returned
+//! if any part was unmapped (*verified*: `MADV_DONTNEED` over `[page, hole, page]` zeroed both
+//! pages and returned `ENOMEM`; any advice, `MADV_NORMAL` included, on an unmapped range is
+//! `ENOMEM`). `MADV_DONTNEED` on a shared anonymous region keeps its contents (*verified*: shmem
+//! backs them), so it is a no-op there. Advice Linux knows but this crate does not model
+//! (`MADV_FREE`, `MADV_REMOVE`, ...) is `EINVAL` here (documented deviation).
+//!
+//! `max_map_count`: this crate refuses (`ENOMEM`, nothing changed) any call whose **resulting**
+//! region count, after splits and merges, would exceed the limit. Linux checks
+//! `map_count > max_map_count` before an `mmap` (so it can end one region over the limit) and
+//! `map_count >= max_map_count` before each split (so an `mprotect` can fail after a first split);
+//! the rule here is the invariant those checks approximate (documented deviation at the limit).
+//!
+//! Not for: anything that needs the region set or memory (see `region.rs`, `designs/`).
+
+use crate::error::{Limit, VmError};
+use crate::types::{Advice, MapFlags, Prot, Sharing, PAGE_SIZE};
+use std::ops::Range;
+
+/// `MAP_TYPE`: the low bits that select shared/private.
+const MAP_TYPE: u32 = 0x0f;
+/// `MAP_32BIT` (x86-64): place below 2 GiB. Not modelled.
+const MAP_32BIT: u32 = 0x40;
+/// `MAP_GROWSDOWN`: a stack that grows on faults below it. Not modelled.
+const MAP_GROWSDOWN: u32 = 0x100;
+/// `MAP_LOCKED`: `mlock` the mapping. Not modelled.
+const MAP_LOCKED: u32 = 0x2000;
+/// `MAP_STACK`: sets `VM_NOHUGEPAGE`, which only matters here for merging.
+const MAP_STACK: u32 = 0x2_0000;
+/// `MAP_HUGETLB`: huge pages. Not modelled.
+const MAP_HUGETLB: u32 = 0x4_0000;
+/// `PROT_SEM`: accepted and ignored by x86-64's `arch_validate_prot`.
+const PROT_SEM: u32 = 0x8;
+/// `PROT_GROWSDOWN`: only valid on a `VM_GROWSDOWN` region (none exist here).
+const PROT_GROWSDOWN: u32 = 0x0100_0000;
+/// `PROT_GROWSUP`: ignored on x86-64 unless combined with `PROT_GROWSDOWN`.
+const PROT_GROWSUP: u32 = 0x0200_0000;
+
+/// Region flag bits that only decide whether two neighbours merge (Linux's `vm_flags` other
+/// than the access bits). Stored in each region.
+pub(crate) mod vm_flags {
+    /// `VM_NORESERVE` (from `MAP_NORESERVE`).
+    pub(crate) const NORESERVE: u8 = 1 << 0;
+    /// `VM_NOHUGEPAGE` (from `MAP_STACK`).
+    pub(crate) const STACK: u8 = 1 << 1;
+    /// `VM_RAND_READ` (from `MADV_RANDOM`).
+    pub(crate) const RAND_READ: u8 = 1 << 2;
+    /// `VM_SEQ_READ` (from `MADV_SEQUENTIAL`).
+    pub(crate) const SEQ_READ: u8 = 1 << 3;
+}
+
+/// The bounds of the address space: `[min_addr, max_addr)` (Linux's `mmap_min_addr` and
+/// `TASK_SIZE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bounds {
+    /// Lowest mappable address.
+    pub(crate) min_addr: u64,
+    /// One past the highest mappable address.
+    pub(crate) max_addr: u64,
+}
+
+/// Where an `mmap` goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Anywhere (a zero hint): top-down search.
+    Anywhere,
+    /// At the (page-aligned, at least `min_addr`) hint if free, else anywhere.
+    Hint(u64),
+    /// Exactly here, replacing what is there (`MAP_FIXED`).
+    Fixed(u64),
+    /// Exactly here, `EEXIST` if anything is there (`MAP_FIXED_NOREPLACE`).
+    NoReplace(u64),
+}
+
+/// A validated `mmap` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MmapRequest {
+    /// Where.
+    pub(crate) placement: Placement,
+    /// Length, a positive multiple of the page size, at most the space size.
+    pub(crate) len: u64,
+    /// The protection with unknown bits dropped (Linux ignores them).
+    pub(crate) prot: Prot,
+    /// The mapping type, or the error Linux gives for it **after** placement.
+    pub(crate) sharing: Result<Sharing, VmError>,
+    /// `vm_flags` bits of the new region.
+    pub(crate) flags: u8,
+    /// `MAP_POPULATE`: fault every page in (failures ignored, like Linux).
+    pub(crate) populate: bool,
+}
+
+/// `len` rounded up to whole pages, `None` if that overflows.
+pub(crate) fn page_align(len: u64) -> Option<u64> {
+    len.checked_add(PAGE_SIZE - 1).map(|l| l & !(PAGE_SIZE - 1))
+}
+
+/// Whether `addr` is page aligned.
+pub(crate) fn is_aligned(addr: u64) -> bool {
+    addr % PAGE_SIZE == 0
+}
+
+/// Validates `mmap(addr, len, prot, flags, -1, 0)` up to placement (Linux's `ksys_mmap_pgoff`,
+/// `do_mmap` and the fixed-address part of `__get_unmapped_area`, in that order).
+///
+/// # Errors
+/// `EBADF` (not anonymous), `EINVAL` (zero length, unaligned fixed address, unsupported flag),
+/// `ENOMEM` (length overflow or larger than the space, fixed range past the top), `EPERM` (fixed
+/// below `min_addr`).
+pub(crate) fn check_mmap(
+    addr: u64,
+    len: u64,
+    prot: Prot,
+    flags: MapFlags,
+    bounds: Bounds,
+) -> Result<MmapRequest, VmError> {
+    let bits = flags.bits();
+    if !flags.contains(MapFlags::ANONYMOUS) {
+        return Err(VmError::BadFile);
+    }
+    if bits & (MAP_GROWSDOWN | MAP_LOCKED | MAP_HUGETLB | MAP_32BIT) != 0 {
+        return Err(VmError::InvalidArgument(
+            "MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB and MAP_32BIT are not supported",
+        ));
+    }
+    if len == 0 {
+        return Err(VmError::InvalidArgument("mmap length is zero"));
+    }
+    let fixed = bits & (MapFlags::FIXED.bits() | MapFlags::FIXED_NOREPLACE.bits()) != 0;
+    let len = match page_align(len) {
+        Some(l) if l != 0 => l,
+        _ => return Err(VmError::OutOfMemory(Limit::AddressSpace)),
+    };
+    let space = bounds.max_addr;
+    if len > space {
+        return Err(VmError::OutOfMemory(Limit::AddressSpace));
+    }
+    let placement = if fixed {
+        if addr > space - len {
+            return Err(VmError::OutOfMemory(Limit::AddressSpace));
+        }
+        if !is_aligned(addr) {
+            return Err(VmError::InvalidArgument(
+                "MAP_FIXED address is not page aligned",
+            ));
+        }
+        if addr < bounds.min_addr {
+            return Err(VmError::PermissionDenied);
+        }
+        if flags.contains(MapFlags::FIXED_NOREPLACE) {
+            Placement::NoReplace(addr)
+        } else {
+            Placement::Fixed(addr)
+        }
+    } else {
+        // round_hint_to_min: page-align down, raise a nonzero hint below mmap_min_addr.
+        let hint = addr & !(PAGE_SIZE - 1);
+        if hint == 0 {
+            Placement::Anywhere
+        } else {
+            Placement::Hint(hint.max(bounds.min_addr))
+        }
+    };
+    let sharing = match bits & MAP_TYPE {
+        0x01 => Ok(Sharing::Shared),
+        0x02 => Ok(Sharing::Private),
+        _ => Err(VmError::InvalidArgument(
+            "mapping type must be MAP_SHARED or MAP_PRIVATE for anonymous memory",
+        )),
+    };
+    let mut vm = 0;
+    if flags.contains(MapFlags::NORESERVE) {
+        vm |= vm_flags::NORESERVE;
+    }
+    if bits & MAP_STACK != 0 {
+        vm |= vm_flags::STACK;
+    }
+    Ok(MmapRequest {
+        placement,
+        len,
+        prot: Prot::from_bits_retain(prot.bits() & Prot::KNOWN.bits()),
+        sharing,
+        flags: vm,
+        populate: flags.contains(MapFlags::POPULATE),
+    })
+}
+
+/// Where a hinted or unconstrained `mmap` of `len` bytes goes, given `is_free(start, end)` and a
+/// top-down gap search `find_gap(len)`; `ENOMEM` when no gap is large enough.
+pub(crate) fn place(
+    placement: Placement,
+    len: u64,
+    bounds: Bounds,
+    is_free: impl FnOnce(u64, u64) -> bool,
+    find_gap: impl FnOnce(u64) -> Option<u64>,
+) -> Result<u64, VmError> {
+    match placement {
+        Placement::Fixed(a) | Placement::NoReplace(a) => Ok(a),
+        Placement::Hint(h) => {
+            if h <= bounds.max_addr - len && is_free(h, h + len) {
+                Ok(h)
+            } else {
+                find_gap(len).ok_or(VmError::OutOfMemory(Limit::AddressSpace))
+            }
+        }
+        Placement::Anywhere => find_gap(len).ok_or(VmError::OutOfMemory(Limit::AddressSpace)),
+    }
+}
+
+/// Validates `munmap(addr, len)` (`do_vmi_munmap`): the page range to unmap.
+///
+/// # Errors
+/// `EINVAL` for an unaligned address, a zero length, or a range past the top.
+pub(crate) fn check_munmap(addr: u64, len: u64, bounds: Bounds) -> Result<Range<u64>, VmError> {
+    let top = bounds.max_addr;
+    if !is_aligned(addr) || addr > top || len > top - addr {
+        return Err(VmError::InvalidArgument(
+            "munmap: unaligned address or range past the top",
+        ));
+    }
+    // len <= top - addr <= 2^57, so rounding cannot overflow.
+    let end = addr + page_align(len).unwrap_or(0);
+    if end == addr {
+        return Err(VmError::InvalidArgument("munmap length is zero"));
+    }
+    Ok(addr..end)
+}
+
+/// Validates `mprotect(addr, len, prot)` (`do_mprotect_pkey`): `Ok(None)` for a zero length (a
+/// successful no-op), else the page range and the protection to apply.
+///
+/// # Errors
+/// `EINVAL` for an unaligned address or unknown prot bits; `ENOMEM` when the range overflows.
+pub(crate) fn check_mprotect(
+    addr: u64,
+    len: u64,
+    prot: Prot,
+) -> Result<Option<(Range<u64>, Prot)>, VmError> {
+    let bits = prot.bits();
+    if bits & PROT_GROWSDOWN != 0 && bits & PROT_GROWSUP != 0 {
+        return Err(VmError::InvalidArgument(
+            "PROT_GROWSDOWN and PROT_GROWSUP together",
+        ));
+    }
+    if !is_aligned(addr) {
+        return Err(VmError::InvalidArgument(
+            "mprotect address is not page aligned",
+        ));
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    let end = match page_align(len).and_then(|l| addr.checked_add(l)) {
+        Some(e) if e > addr => e,
+        _ => return Err(VmError::OutOfMemory(Limit::AddressSpace)),
+    };
+    // arch_validate_prot (x86-64): READ | WRITE | EXEC | SEM.
+    if bits & !(Prot::KNOWN.bits() | PROT_SEM | PROT_GROWSDOWN | PROT_GROWSUP) != 0 {
+        return Err(VmError::InvalidArgument("unknown protection bits"));
+    }
+    if bits & PROT_GROWSDOWN != 0 {
+        // Only regions that grow down accept it; none exist here.
+        return Err(VmError::InvalidArgument(
+            "PROT_GROWSDOWN on a region that does not grow down",
+        ));
+    }
+    Ok(Some((
+        addr..end,
+        Prot::from_bits_retain(bits & Prot::KNOWN.bits()),
+    )))
+}
+
+/// What an accepted `madvise` does to the region set and memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AdviceEffect {
+    /// Nothing beyond the hole check (`NORMAL` on regions without read hints, `WILLNEED`).
+    None,
+    /// Drop private pages (`DONTNEED`).
+    DontNeed,
+    /// Set the region's read-hint flags to this value (`NORMAL` = 0, `RANDOM`, `SEQUENTIAL`).
+    ReadHint(u8),
+}
+
+/// Validates `madvise(addr, len, advice)` (`do_madvise`): `Ok(None)` for a zero length, else the
+/// range and the effect.
+///
+/// # Errors
+/// `EINVAL` for unknown advice, an unaligned address, or a range that overflows.
+pub(crate) fn check_madvise(
+    addr: u64,
+    len: u64,
+    advice: Advice,
+) -> Result<Option<(Range<u64>, AdviceEffect)>, VmError> {
+    let effect = match advice {
+        Advice::NORMAL => AdviceEffect::ReadHint(0),
+        Advice::RANDOM => AdviceEffect::ReadHint(vm_flags::RAND_READ),
+        Advice::SEQUENTIAL => AdviceEffect::ReadHint(vm_flags::SEQ_READ),
+        Advice::WILLNEED => AdviceEffect::None,
+        Advice::DONTNEED => AdviceEffect::DontNeed,
+        _ => return Err(VmError::InvalidArgument("unknown or unsupported advice")),
+    };
+    if !is_aligned(addr) {
+        return Err(VmError::InvalidArgument(
+            "madvise address is not page aligned",
+        ));
+    }
+    let rounded = match page_align(len) {
+        Some(l) if len == 0 || l != 0 => l,
+        _ => return Err(VmError::InvalidArgument("madvise length overflows")),
+    };
+    let end = addr
+        .checked_add(rounded)
+        .ok_or(VmError::InvalidArgument("madvise range overflows"))?;
+    if end == addr {
+        return Ok(None);
+    }
+    Ok(Some((addr..end, effect)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B: Bounds = Bounds {
+        min_addr: 0x1_0000,
+        max_addr: 1 << 47,
+    };
+    const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
+
+    fn errno<T: std::fmt::Debug>(r: Result<T, VmError>) -> i32 {
+        r.expect_err("expected an error").errno()
+    }
+
+    #[test]
+    fn mmap_without_anonymous_is_ebadf_before_zero_length() {
+        assert_eq!(
+            errno(check_mmap(0, 0, Prot::READ, MapFlags::PRIVATE, B)),
+            libc::EBADF
+        );
+    }
+
+    #[test]
+    fn mmap_zero_length_is_einval_and_overflow_is_enomem() {
+        assert_eq!(errno(check_mmap(0, 0, Prot::READ, PA, B)), libc::EINVAL);
+        assert_eq!(
+            errno(check_mmap(0, u64::MAX, Prot::READ, PA, B)),
+            libc::ENOMEM
+        );
+        assert_eq!(
+            errno(check_mmap(0, u64::MAX - 4095, Prot::READ, PA, B)),
+            libc::ENOMEM
+        );
+        assert_eq!(
+            errno(check_mmap(0, (1 << 47) + 4096, Prot::READ, PA, B)),
+            libc::ENOMEM
+        );
+    }
+
+    #[test]
+    fn mmap_ignores_unknown_prot_and_flag_bits() {
+        let r = check_mmap(
+            0,
+            1,
+            Prot::from_bits_retain(0x103),
+            MapFlags::from_bits_retain(0x22 | 0x20_0000 | 0x8000_0000),
+            B,
+        )
+        .unwrap();
+        assert_eq!(r.prot, Prot::READ_WRITE);
+        assert_eq!(r.len, PAGE_SIZE);
+        assert_eq!(r.sharing, Ok(Sharing::Private));
+        assert_eq!(r.placement, Placement::Anywhere);
+    }
+
+    #[test]
+    fn mmap_bad_type_is_reported_after_placement() {
+        let r = check_mmap(0, 4096, Prot::READ, MapFlags::ANONYMOUS, B).unwrap();
+        assert_eq!(r.sharing.unwrap_err().errno(), libc::EINVAL);
+        let r = check_mmap(0, 4096, Prot::READ, MapFlags::from_bits_retain(0x23), B).unwrap();
+        assert_eq!(r.sharing.unwrap_err().errno(), libc::EINVAL);
+    }
+
+    #[test]
+    fn mmap_fixed_checks_top_then_alignment_then_min_addr() {
+        let top = 1u64 << 47;
+        let fixed = PA | MapFlags::FIXED;
+        assert_eq!(
+            errno(check_mmap(top - 4096 + 1, 8192, Prot::READ, fixed, B)),
+            libc::ENOMEM
+        );
+        assert_eq!(
+            errno(check_mmap(0x20_0001, 4096, Prot::READ, fixed, B)),
+            libc::EINVAL
+        );
+        assert_eq!(
+            errno(check_mmap(0x1000, 4096, Prot::READ, fixed, B)),
+            libc::EPERM
+        );
+        assert_eq!(
+            check_mmap(
+                top - 4096,
+                4096,
+                Prot::READ,
+                PA | MapFlags::FIXED_NOREPLACE,
+                B
+            )
+            .unwrap()
+            .placement,
+            Placement::NoReplace(top - 4096)
+        );
+    }
+
+    #[test]
+    fn mmap_hint_is_rounded_down_and_raised_to_min_addr() {
+        let r = check_mmap(0x1001, 4096, Prot::READ, PA, B).unwrap();
+        assert_eq!(r.placement, Placement::Hint(0x1_0000));
+        let r = check_mmap(0x20_1234, 4096, Prot::READ, PA, B).unwrap();
+        assert_eq!(r.placement, Placement::Hint(0x20_1000));
+    }
+
+    #[test]
+    fn mmap_unmodelled_flags_are_einval() {
+        for f in [MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB, MAP_32BIT] {
+            let flags = MapFlags::from_bits_retain(PA.bits() | f);
+            assert_eq!(
+                errno(check_mmap(0, 4096, Prot::READ, flags, B)),
+                libc::EINVAL
+            );
+        }
+    }
+
+    #[test]
+    fn mmap_noreserve_and_stack_become_region_flags() {
+        let r = check_mmap(0, 1, Prot::READ, PA | MapFlags::NORESERVE, B).unwrap();
+        assert_eq!(r.flags, vm_flags::NORESERVE);
+        let r = check_mmap(
+            0,
+            1,
+            Prot::READ,
+            MapFlags::from_bits_retain(0x22 | MAP_STACK),
+            B,
+        )
+        .unwrap();
+        assert_eq!(r.flags, vm_flags::STACK);
+    }
+
+    #[test]
+    fn place_honours_a_free_hint_and_searches_otherwise() {
+        let gap = |_| Some(0x5000_0000);
+        assert_eq!(
+            place(Placement::Hint(0x20_0000), 4096, B, |_, _| true, gap),
+            Ok(0x20_0000)
+        );
+        assert_eq!(
+            place(Placement::Hint(0x20_0000), 4096, B, |_, _| false, gap),
+            Ok(0x5000_0000)
+        );
+        assert_eq!(
+            place(Placement::Hint((1 << 47) - 4096), 8192, B, |_, _| true, gap),
+            Ok(0x5000_0000)
+        );
+        assert_eq!(
+            errno(place(Placement::Anywhere, 4096, B, |_, _| true, |_| None)),
+            libc::ENOMEM
+        );
+    }
+
+    #[test]
+    fn munmap_rejects_zero_unaligned_and_past_the_top() {
+        assert_eq!(errno(check_munmap(0x10000, 0, B)), libc::EINVAL);
+        assert_eq!(errno(check_munmap(0x10001, 4096, B)), libc::EINVAL);
+        assert_eq!(errno(check_munmap(0x10000, u64::MAX, B)), libc::EINVAL);
+        assert_eq!(errno(check_munmap(1 << 47, 4096, B)), libc::EINVAL);
+        assert_eq!(check_munmap(0x10000, 1, B), Ok(0x10000..0x11000));
+    }
+
+    #[test]
+    fn mprotect_zero_length_succeeds_even_with_unknown_bits() {
+        assert_eq!(
+            check_mprotect(0x10000, 0, Prot::from_bits_retain(0x100)),
+            Ok(None)
+        );
+        assert_eq!(errno(check_mprotect(0x10001, 0, Prot::READ)), libc::EINVAL);
+    }
+
+    #[test]
+    fn mprotect_overflow_is_enomem_before_unknown_bits() {
+        assert_eq!(
+            errno(check_mprotect(
+                0x10000,
+                u64::MAX,
+                Prot::from_bits_retain(0x100)
+            )),
+            libc::ENOMEM
+        );
+        assert_eq!(
+            errno(check_mprotect(0x10000, 4096, Prot::from_bits_retain(0x100))),
+            libc::EINVAL
+        );
+    }
+
+    #[test]
+    fn mprotect_accepts_prot_sem_and_rejects_growsdown() {
+        assert_eq!(
+            check_mprotect(0x10000, 1, Prot::from_bits_retain(0xb)),
+            Ok(Some((0x10000..0x11000, Prot::READ_WRITE)))
+        );
+        assert_eq!(
+            errno(check_mprotect(
+                0x10000,
+                1,
+                Prot::from_bits_retain(PROT_GROWSDOWN | 1)
+            )),
+            libc::EINVAL
+        );
+    }
+
+    #[test]
+    fn madvise_checks_advice_first_then_alignment_then_length() {
+        assert_eq!(
+            errno(check_madvise(0x10001, 0, Advice::from_raw(999))),
+            libc::EINVAL
+        );
+        assert_eq!(
+            errno(check_madvise(0x10001, 0, Advice::DONTNEED)),
+            libc::EINVAL
+        );
+        assert_eq!(check_madvise(0x10000, 0, Advice::DONTNEED), Ok(None));
+        assert_eq!(
+            errno(check_madvise(0x10000, u64::MAX, Advice::DONTNEED)),
+            libc::EINVAL
+        );
+        assert_eq!(
+            errno(check_madvise(0x10000, u64::MAX - 4095, Advice::DONTNEED)),
+            libc::EINVAL
+        );
+        assert_eq!(
+            check_madvise(0x10000, 1, Advice::DONTNEED),
+            Ok(Some((0x10000..0x11000, AdviceEffect::DontNeed)))
+        );
+    }
+}
