@@ -1,0 +1,9 @@
+//! The `AddressSpace` conformance suite (tests/conformance/) run against `Design::Coarse`: the
+//! random sequences compared with the sequential model, the edge cases, and the stress tests.
+
+#![cfg(not(loom))]
+
+#[macro_use]
+mod conformance;
+
+address_space_conformance!(Design::Coarse);
