@@ -3,9 +3,9 @@
 //! - `aspace`: the default suite (every workload and design at 1 and 2 threads, progress bar,
 //!   results directory under `results/`, summary table);
 //! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
-//!   [--json] [--update-pct P] [--intervals N] [--writers K]`: one workload; `--json` prints
-//!   exactly one JSON object per measurement per line on stdout and nothing else (the progress
-//!   bar, if any, is on stderr and hidden with `--json`);
+//!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P]`: one workload;
+//!   `--json` prints exactly one JSON object per measurement per line on stdout and nothing else
+//!   (the progress bar, if any, is on stderr and hidden with `--json`);
 //! - `aspace list`: workloads, what each thread does, and their designs.
 //!
 //! The process allocator is mimalloc (see [`GLOBAL`]), as the papers' evaluations avoid glibc
@@ -77,6 +77,9 @@ struct BenchArgs {
     /// rcu-update at --update-pct 100: pace the updater to this many updates/s (default: unpaced).
     #[arg(long)]
     update_rate: Option<u64>,
+    /// fault-load: percentage of thread 0's time spent in mmap/munmap (0..=100).
+    #[arg(long, default_value_t = 10)]
+    mmap_pct: u32,
 }
 
 /// What `aspace bench` will run, after validation.
@@ -118,7 +121,14 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         intervals: args.intervals,
         writers: args.writers,
         update_rate: args.update_rate,
+        mmap_pct: args.mmap_pct,
     };
+    if config.mmap_pct > 100 {
+        return Err(BenchError::InvalidArgument(format!(
+            "--mmap-pct {} is above 100",
+            config.mmap_pct
+        )));
+    }
     if config.update_rate == Some(0) {
         return Err(BenchError::InvalidArgument(
             "--update-rate must be at least 1 update/s".into(),
@@ -310,6 +320,10 @@ mod tests {
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
         let b = bench_args(&["bench", "rcu-update", "--update-rate", "0"]);
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        let b = bench_args(&["bench", "fault-load", "--mmap-pct", "101"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
+        let b = bench_args(&["bench", "fault-load", "--mmap-pct", "25"]);
+        assert_eq!(plan(&b).unwrap().config.mmap_pct, 25);
         let b = bench_args(&["bench", "rcu-update", "--update-rate", "2400000"]);
         assert_eq!(plan(&b).unwrap().config.update_rate, Some(2_400_000));
     }

@@ -42,6 +42,7 @@ pub fn config() -> Config {
         intervals: 10_000,
         writers: 1,
         update_rate: None,
+        mmap_pct: 10,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct Config {
     /// `rcu-update` one-updater mode: pace the updater to this many updates per second (`None`:
     /// as fast as it can). Pacing spins on the clock between updates and touches no shared data.
     pub update_rate: Option<u64>,
+    /// `fault-load`: percentage (0..=100) of thread 0's time spent in `mmap`/`munmap` of regions
+    /// unrelated to the faulting threads' (ASPLOS'12 Fig. 18's x axis).
+    pub mmap_pct: u32,
 }
 
 impl Default for Config {
@@ -45,6 +48,7 @@ impl Default for Config {
             intervals: 10_000,
             writers: 1,
             update_rate: None,
+            mmap_pct: 10,
         }
     }
 }

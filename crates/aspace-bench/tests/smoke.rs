@@ -12,6 +12,7 @@ fn tiny() -> Config {
         intervals: 64,
         writers: 1,
         update_rate: None,
+        mmap_pct: 10,
     }
 }
 

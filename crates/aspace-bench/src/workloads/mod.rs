@@ -1,19 +1,27 @@
 //! The registry of workloads: one file per workload (DESIGN §7), plus the shared pieces they
 //! are built from (`list.rs`: the five-element lists of the RCU workloads; `arena.rs`: per-thread
-//! arenas and the interval-map designs of the `ds-*` workloads and `readers-writers`).
+//! arenas and the interval-map designs of the `ds-*` workloads and `readers-writers`; `vm.rs`:
+//! the address-space designs, `linux` and every `aspace_vm` design, of the VM workloads).
 //!
 //! [`all`] lists every workload in report order; [`find`] resolves a command-line name.
 //! Adding a workload means adding its file and one line in [`all`].
 
+pub mod alloc;
+pub mod alloc_fault_modify;
 pub mod arena;
 pub mod ds_alloc;
 pub mod ds_map;
 pub mod ds_query;
+pub mod fault_load;
+pub mod global;
 pub mod list;
+pub mod local;
+pub mod pipeline;
 pub mod rcu_gp;
 pub mod rcu_read;
 pub mod rcu_update;
 pub mod readers_writers;
+pub mod vm;
 
 use crate::error::BenchError;
 use crate::workload::Workload;
@@ -28,6 +36,12 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &ds_alloc::DsAlloc,
         &ds_map::DsMap,
         &readers_writers::ReadersWriters,
+        &vm::Vm(alloc::Alloc),
+        &vm::Vm(alloc_fault_modify::AllocFaultModify),
+        &vm::Vm(local::Local),
+        &vm::Vm(pipeline::Pipeline),
+        &vm::Vm(global::Global),
+        &vm::Vm(fault_load::FaultLoad),
     ]
 }
 

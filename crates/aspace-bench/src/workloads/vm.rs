@@ -1,0 +1,469 @@
+//! The address-space designs of the VM workloads (DESIGN §7) behind one driver trait, and the
+//! plumbing every VM workload shares: `linux` (the real kernel, in this process) and every
+//! `aspace_vm` design (`coarse`, ...).
+//!
+//! # The driver
+//! A [`VmDriver`] is one address space for one repeat; each measuring thread attaches a
+//! [`VmCore`] (before the start barrier) and does all its work through it: anonymous private
+//! read-write `mmap` (with a hint, or with `MAP_FIXED` replacing), `munmap`, and one-byte loads
+//! and stores that fault pages in. Workloads are generic over the driver ([`VmBench::run_vm`]),
+//! so the measured loop is monomorphised per design: no dynamic dispatch on the hot path of
+//! either the kernel or the engine.
+//!
+//! - `linux` ([`LinuxDriver`]): `libc::mmap`/`munmap` of this process and volatile stores and
+//!   loads to the returned addresses; a store to a fresh page is a real (soft) page fault. This
+//!   file is the crate's one audited raw-`mmap` module. Every address the workloads touch or
+//!   unmap was returned by this driver's `mmap` and is owned by the calling workload (see the
+//!   `# Safety` sections of [`VmCore`]), so the kernel design never touches or unmaps memory of
+//!   the rest of the process. Hints lie in [`HINT_BASE`]`..` (16 TiB and up), far below the
+//!   kernel's top-down area for unhinted mappings (`0x7f..`) and above the executable and heap
+//!   (`0x55..`), so they are free in practice; a hint that is taken anyway is simply not honoured
+//!   (the workloads use the returned address), and `MAP_FIXED` is only used over a range the
+//!   workload mapped itself ([`VmCore::mmap_fixed_noreplace`] first).
+//! - `aspace_vm` designs ([`AspaceDriver`]): one `AddressSpace` per repeat with
+//!   [`ASPACE_MEMORY`] bytes of frames (one `MAP_NORESERVE` reservation, only touched pages are
+//!   real), the default address range `[64 KiB, 2^47)` and `max_map_count` (65,530, Linux's) and
+//!   a core slot per thread; the same hints as `linux`, so both designs see the same layout.
+//!
+//! THP: this machine runs `transparent_hugepage=madvise`, so no `linux` mapping here gets huge
+//! pages (nothing calls `madvise(MADV_HUGEPAGE)`); `alloc-fault-modify` reports the faults it
+//! measured per iteration (`faults_per_iter`, 512 expected) so a kernel with THP `always` would
+//! show up in the numbers instead of silently making the kernel look 512x faster.
+//!
+//! Not for: correctness checks of the engine (its conformance, differential and security tests
+//! do that), or file-backed mappings.
+
+use crate::error::BenchError;
+use crate::workload::{Baseline, Config, RatioStyle, Sample, Workload};
+use aspace_vm::{AddressSpace, CoreHandle, Design, MapFlags, Prot};
+use std::sync::OnceLock;
+
+/// Size of a page.
+pub const PAGE: u64 = aspace_vm::PAGE_SIZE;
+
+/// Start of the workloads' hinted area (16 TiB).
+pub const HINT_BASE: u64 = 1 << 44;
+
+/// Bytes one last-level page table covers (512 pages), in Linux and in the engine.
+pub const TABLE_SPAN: u64 = 512 * PAGE;
+
+/// Thread `t`'s home: a 1 GiB-aligned hinted area of its own, so threads never share a
+/// last-level or a second-level page table (`local`, `pipeline`, `fault-load`).
+pub fn home(t: usize) -> u64 {
+    HINT_BASE + (t as u64) * (1 << 30)
+}
+
+/// Maps and touches one *anchor* page at `addr`, to keep the page tables covering it (and the
+/// pages around it, up to [`TABLE_SPAN`]) alive while a workload maps and unmaps pages next to it.
+///
+/// Why: both Linux (`free_pgtables` over the gap between the neighbouring mappings) and the
+/// engine (SOSP'25 §3.1, Fig. 4) free page tables that no region intersects any more. A lone
+/// page mapped and unmapped in an empty area would then allocate and free three levels of
+/// tables every iteration: 11 us per `local` iteration on this machine instead of 6.5 us, which
+/// is a different experiment from the papers' (their processes had neighbouring mappings) and
+/// from the reference figures. Returns `addr`; undo with [`unmap_anchor`].
+pub fn map_anchor<C: VmCore>(core: &mut C, addr: u64) -> u64 {
+    core.mmap_fixed_noreplace(addr, PAGE);
+    // SAFETY: the page this thread just mapped.
+    unsafe { core.store(addr, 1) };
+    addr
+}
+
+/// Unmaps an anchor page of [`map_anchor`].
+pub fn unmap_anchor<C: VmCore>(core: &mut C, addr: u64) {
+    // SAFETY: the anchor is the workload's own page, used by nobody.
+    unsafe { core.munmap(addr, PAGE) };
+}
+
+/// Bytes of frames of each `aspace_vm` space (reserved with `MAP_NORESERVE`; only touched pages
+/// cost memory).
+pub const ASPACE_MEMORY: u64 = 1 << 30;
+
+/// The baseline of every VM workload: the real kernel, as a multiple (`3.10x vs linux`).
+pub const BASELINE: Baseline = Baseline {
+    design: "linux",
+    style: RatioStyle::TimesVs,
+};
+
+/// `linux` followed by every `aspace_vm` design, in report order.
+pub fn designs() -> &'static [&'static str] {
+    static DESIGNS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    DESIGNS.get_or_init(|| {
+        std::iter::once("linux")
+            .chain(Design::ALL.iter().map(|d| d.name()))
+            .collect()
+    })
+}
+
+/// One thread's view of the address space of a [`VmDriver`].
+///
+/// Every mapping is anonymous, private and read-write. Failures of the real kernel or of the
+/// engine are bugs of the workload (it stays within its limits), so they panic with the error.
+pub trait VmCore {
+    /// Maps `len` bytes at the hint `hint` (0: none, the space picks) and returns the start.
+    fn mmap(&mut self, hint: u64, len: u64) -> u64;
+
+    /// Maps `len` bytes exactly at `addr`, failing (panic) if anything is mapped there
+    /// (`MAP_FIXED_NOREPLACE`).
+    fn mmap_fixed_noreplace(&mut self, addr: u64, len: u64);
+
+    /// Maps `len` bytes exactly at `addr`, replacing what is there (`MAP_FIXED`).
+    ///
+    /// # Safety
+    /// For `linux`: `[addr, addr + len)` must lie inside mappings this workload made through this
+    /// driver and no other thread may access it concurrently (the old pages are discarded).
+    unsafe fn mmap_fixed(&mut self, addr: u64, len: u64);
+
+    /// Unmaps `[addr, addr + len)`.
+    ///
+    /// # Safety
+    /// For `linux`: the range must have been mapped by this workload through this driver (any
+    /// core) and nobody may access it afterwards.
+    unsafe fn munmap(&mut self, addr: u64, len: u64);
+
+    /// Stores `value` at `addr` (faulting the page in if needed).
+    ///
+    /// # Safety
+    /// For `linux`: `addr` must lie in a read-write mapping made through this driver that stays
+    /// mapped during the call.
+    unsafe fn store(&mut self, addr: u64, value: u8);
+
+    /// Loads the byte at `addr` (faulting the page in if needed).
+    ///
+    /// # Safety
+    /// As for [`VmCore::store`].
+    unsafe fn load(&mut self, addr: u64) -> u8;
+}
+
+/// One address space for one repeat of a VM workload.
+pub trait VmDriver: Sync {
+    /// A thread's handle.
+    type Core: VmCore;
+
+    /// Attaches the calling thread (before the start barrier).
+    fn attach(&self) -> Self::Core;
+
+    /// Page faults taken so far by the whole space (`linux`: the process's minor faults; an
+    /// engine: its `stats().faults`). Only differences are meaningful.
+    fn faults(&self) -> u64;
+}
+
+/// The real kernel (see the module doc).
+#[derive(Debug, Default)]
+pub struct LinuxDriver;
+
+/// A thread of [`LinuxDriver`]: stateless, the kernel keeps everything.
+#[derive(Debug)]
+pub struct LinuxCore;
+
+fn linux_mmap(addr: u64, len: u64, extra_flags: libc::c_int) -> Result<u64, std::io::Error> {
+    // SAFETY: an anonymous mapping; without MAP_FIXED it never replaces existing memory, and with
+    // it the callers ([`LinuxCore::mmap_fixed`]) guarantee the range is their own.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra_flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(p as u64)
+    }
+}
+
+impl VmCore for LinuxCore {
+    #[inline]
+    fn mmap(&mut self, hint: u64, len: u64) -> u64 {
+        linux_mmap(hint, len, 0).unwrap_or_else(|e| panic!("linux mmap({hint:#x}, {len}): {e}"))
+    }
+
+    fn mmap_fixed_noreplace(&mut self, addr: u64, len: u64) {
+        let got = linux_mmap(addr, len, libc::MAP_FIXED_NOREPLACE)
+            .unwrap_or_else(|e| panic!("linux mmap(FIXED_NOREPLACE {addr:#x}, {len}): {e}"));
+        // Kernels before 4.17 ignore the flag and treat the address as a hint.
+        assert_eq!(
+            got, addr,
+            "MAP_FIXED_NOREPLACE not honoured (kernel < 4.17?)"
+        );
+    }
+
+    #[inline]
+    unsafe fn mmap_fixed(&mut self, addr: u64, len: u64) {
+        linux_mmap(addr, len, libc::MAP_FIXED)
+            .unwrap_or_else(|e| panic!("linux mmap(FIXED {addr:#x}, {len}): {e}"));
+    }
+
+    #[inline]
+    unsafe fn munmap(&mut self, addr: u64, len: u64) {
+        // SAFETY: the caller guarantees the range is this workload's own mapping, unused after.
+        let r = unsafe { libc::munmap(addr as *mut libc::c_void, len as usize) };
+        assert_eq!(
+            r,
+            0,
+            "linux munmap({addr:#x}, {len}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    #[inline]
+    unsafe fn store(&mut self, addr: u64, value: u8) {
+        // SAFETY: the caller guarantees `addr` is in a live read-write mapping of this workload;
+        // volatile so the store (and its page fault) happens exactly once, as in the papers.
+        unsafe { std::ptr::write_volatile(addr as *mut u8, value) }
+    }
+
+    #[inline]
+    unsafe fn load(&mut self, addr: u64) -> u8 {
+        // SAFETY: as for `store`.
+        unsafe { std::ptr::read_volatile(addr as *const u8) }
+    }
+}
+
+impl VmDriver for LinuxDriver {
+    type Core = LinuxCore;
+
+    fn attach(&self) -> LinuxCore {
+        LinuxCore
+    }
+
+    fn faults(&self) -> u64 {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes one `rusage` into the pointer we pass, which is valid for it.
+        let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+        assert_eq!(r, 0, "getrusage: {}", std::io::Error::last_os_error());
+        // SAFETY: zero-initialised plain data, filled in by the successful call.
+        let usage = unsafe { usage.assume_init() };
+        usage.ru_minflt as u64
+    }
+}
+
+/// An `aspace_vm` address space (see the module doc).
+pub struct AspaceDriver {
+    space: AddressSpace,
+}
+
+impl AspaceDriver {
+    /// A fresh space of `design` with a core slot for each of `threads` threads.
+    ///
+    /// # Errors
+    /// [`BenchError::InvalidArgument`] when the engine refuses the configuration.
+    pub fn new(design: Design, threads: usize) -> Result<AspaceDriver, BenchError> {
+        let space = AddressSpace::builder()
+            .design(design)
+            .memory(ASPACE_MEMORY)
+            .max_cores(threads.max(1) + 1)
+            .build()
+            .map_err(|e| {
+                BenchError::InvalidArgument(format!("cannot build a {} space: {e}", design.name()))
+            })?;
+        Ok(AspaceDriver { space })
+    }
+
+    /// The space.
+    pub fn space(&self) -> &AddressSpace {
+        &self.space
+    }
+}
+
+/// A thread of [`AspaceDriver`]: its attached core.
+pub struct AspaceCore {
+    handle: CoreHandle,
+}
+
+impl VmCore for AspaceCore {
+    #[inline]
+    fn mmap(&mut self, hint: u64, len: u64) -> u64 {
+        self.handle
+            .mmap(hint, len, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
+            .unwrap_or_else(|e| panic!("aspace mmap({hint:#x}, {len}): {e}"))
+    }
+
+    fn mmap_fixed_noreplace(&mut self, addr: u64, len: u64) {
+        let flags = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED_NOREPLACE;
+        let got = self
+            .handle
+            .mmap(addr, len, Prot::READ_WRITE, flags)
+            .unwrap_or_else(|e| panic!("aspace mmap(FIXED_NOREPLACE {addr:#x}, {len}): {e}"));
+        assert_eq!(got, addr);
+    }
+
+    #[inline]
+    unsafe fn mmap_fixed(&mut self, addr: u64, len: u64) {
+        let flags = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+        self.handle
+            .mmap(addr, len, Prot::READ_WRITE, flags)
+            .unwrap_or_else(|e| panic!("aspace mmap(FIXED {addr:#x}, {len}): {e}"));
+    }
+
+    #[inline]
+    unsafe fn munmap(&mut self, addr: u64, len: u64) {
+        self.handle
+            .munmap(addr, len)
+            .unwrap_or_else(|e| panic!("aspace munmap({addr:#x}, {len}): {e}"));
+    }
+
+    #[inline]
+    unsafe fn store(&mut self, addr: u64, value: u8) {
+        self.handle
+            .write(addr, &[value])
+            .unwrap_or_else(|f| panic!("aspace store: {f}"));
+    }
+
+    #[inline]
+    unsafe fn load(&mut self, addr: u64) -> u8 {
+        let mut b = [0u8];
+        self.handle
+            .read(addr, &mut b)
+            .unwrap_or_else(|f| panic!("aspace load: {f}"));
+        b[0]
+    }
+}
+
+impl VmDriver for AspaceDriver {
+    type Core = AspaceCore;
+
+    fn attach(&self) -> AspaceCore {
+        let handle = self
+            .space
+            .attach()
+            .unwrap_or_else(|e| panic!("aspace attach: {e}"));
+        AspaceCore { handle }
+    }
+
+    fn faults(&self) -> u64 {
+        self.space.stats().faults
+    }
+}
+
+/// One measured repeat of a VM workload, generic over the address space.
+pub trait VmBench: Send + Sync {
+    /// The command-line name.
+    const NAME: &'static str;
+    /// What each thread does, for `aspace list`.
+    const ABOUT: &'static str;
+    /// Whether more threads do more of the same work (the report's `x vs 1T`).
+    const THREAD_SCALING: bool = true;
+
+    /// Runs one repeat on `driver` (fresh for this repeat) with `threads` threads.
+    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample;
+}
+
+/// A [`VmBench`] as a [`Workload`] over [`designs`] with the `linux` baseline.
+pub struct Vm<B>(pub B);
+
+impl<B: VmBench> Workload for Vm<B> {
+    fn name(&self) -> &'static str {
+        B::NAME
+    }
+    fn about(&self) -> &'static str {
+        B::ABOUT
+    }
+    fn designs(&self) -> &'static [&'static str] {
+        designs()
+    }
+    fn baseline(&self) -> Option<Baseline> {
+        Some(BASELINE)
+    }
+    fn thread_scaling(&self, _m: &crate::measurement::Measurement) -> bool {
+        B::THREAD_SCALING
+    }
+    fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
+        if threads == 0 {
+            return Err(BenchError::InvalidArgument(
+                "a VM workload needs at least one thread".into(),
+            ));
+        }
+        if config.mmap_pct > 100 {
+            return Err(BenchError::InvalidArgument(format!(
+                "--mmap-pct {} is above 100",
+                config.mmap_pct
+            )));
+        }
+        if design == "linux" {
+            return Ok(self.0.run_vm(&LinuxDriver, threads, config));
+        }
+        match Design::from_name(design) {
+            Some(d) => {
+                let driver = AspaceDriver::new(d, threads)?;
+                Ok(self.0.run_vm(&driver, threads, config))
+            }
+            None => Err(self.unknown_design(design)),
+        }
+    }
+}
+
+/// Spins (then yields) until `ready()` or `stop()`; returns whether `ready()` held. Waits in
+/// the VM workloads are short hand-offs between running threads, but a run with more threads
+/// than CPUs must not burn whole time slices, hence the yielding backoff.
+#[inline]
+pub fn wait_until(mut ready: impl FnMut() -> bool, stop: impl Fn() -> bool) -> bool {
+    let backoff = crossbeam_utils::Backoff::new();
+    loop {
+        if ready() {
+            return true;
+        }
+        if stop() {
+            return false;
+        }
+        backoff.snooze();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn designs_start_with_linux_and_list_every_engine_design() {
+        let d = designs();
+        assert_eq!(d[0], "linux");
+        assert_eq!(d.len(), 1 + Design::ALL.len());
+        for e in Design::ALL {
+            assert!(d.contains(&e.name()));
+        }
+    }
+
+    #[test]
+    fn linux_driver_maps_stores_loads_and_counts_the_fault() {
+        let driver = LinuxDriver;
+        let mut core = driver.attach();
+        let a = core.mmap(0, 2 * PAGE);
+        let before = driver.faults();
+        // SAFETY: `a` is our own fresh two-page read-write mapping.
+        unsafe {
+            core.store(a + PAGE, 7);
+            assert_eq!(core.load(a + PAGE), 7);
+            assert_eq!(core.load(a), 0);
+        }
+        assert!(driver.faults() > before, "a store to a fresh page faults");
+        // SAFETY: our own mapping, not used afterwards.
+        unsafe { core.munmap(a, 2 * PAGE) };
+    }
+
+    #[test]
+    fn linux_fixed_replaces_only_our_own_range() {
+        let mut core = LinuxDriver.attach();
+        let a = core.mmap(0, 4 * PAGE);
+        // SAFETY: our own mapping.
+        unsafe {
+            core.munmap(a, 4 * PAGE);
+        }
+        core.mmap_fixed_noreplace(a, PAGE);
+        // SAFETY: [a, a + PAGE) is our own mapping, used by this thread only.
+        unsafe {
+            core.store(a, 1);
+            core.mmap_fixed(a, PAGE);
+            assert_eq!(
+                core.load(a),
+                0,
+                "MAP_FIXED replaced the page with a fresh one"
+            );
+            core.munmap(a, PAGE);
+        }
+    }
+}
