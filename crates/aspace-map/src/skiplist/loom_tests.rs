@@ -22,6 +22,23 @@
 //! - `fused_swap_refinds_when_its_hint_predecessor_is_swapped_out`: a fused swap whose hinted
 //!   level-1 predecessor is a tall node that a concurrent swap retires still links its new tall
 //!   node at level 1 (and only from a live predecessor).
+//! - `lock_restarts_when_its_predecessor_is_swapped_out`, `lock_advances_past_an_insert_in_front_of_its_range`:
+//!   the lock-predecessor failure paths of `lock_range` (an INVALIDATED predecessor restarts; a
+//!   node inserted between the predecessor and the range becomes the predecessor);
+//! - `lock_orders_the_critical_sections_of_successive_holders`: `lock_node`'s CAS is an Acquire
+//!   (a loom-tracked cell written under the lock);
+//! - `swap_unlinks_its_tall_node_after_an_insert_links_in_front_of_it`: `find` restarts after a
+//!   failed helping CAS, else a swap could retire a node still linked at an upper level.
+//!
+//! Mutations these models were checked against (each applied by hand, the model failed, restored):
+//! lock of an INVALIDATED predecessor treated as held (caught by the first model and by
+//! `fused_swap_refinds_...`); `lock_node` CAS failure treated as success; no advance past an
+//! insert; `lock_node` CAS Acquire -> Relaxed; no restart after a failed helping CAS. Not caught,
+//! because it is not observable: `find` walking on through an INVALIDATED level-0 node instead of
+//! restarting. Its level-0 result is only ever used through a check that rejects such a node
+//! (`lock_node` fails on it, `alloc` restarts when a fitting gap's link is INVALIDATED) and the
+//! frozen links of swapped-out nodes only lead back into the list, so that restart saves work
+//! and is not needed for safety.
 //!
 //! What is not modelled: RCU grace periods. Retired nodes are freed only after the threads are
 //! joined and the model checked they are unreachable (the RCU crate's models check that deferred
@@ -314,5 +331,142 @@ fn fused_swap_unlinks_a_run_of_tall_nodes_next_to_an_insert() {
         assert_eq!(at_level(&list, 1), vec![(4, 5)], "level 1");
         let got = finish(&list, vec![r0, r1]);
         assert_eq!(got, vec![(2, 3, 9), (4, 5, 5)]);
+    });
+}
+
+/// Lock-predecessor failure path: `lock_range` finds `[1, 2)` as the predecessor of `[4, 5)`, but
+/// a concurrent swap replaces (INVALIDATES) that node before the lock CAS. Locking an
+/// invalidated predecessor must fail and restart from a fresh `find`; a lock that went on with it
+/// would commit into a retired node and its interval would be lost.
+#[test]
+fn lock_restarts_when_its_predecessor_is_swapped_out() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 8, vec![node(1, 2, 1, 1)]);
+        let locker = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || map(&list, 4, 5, vec![node(4, 5, 1, 40)]))
+        };
+        let replacer = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || map(&list, 1, 2, vec![node(1, 2, 1, 10)]))
+        };
+        let (r1, r2) = (locker.join().unwrap(), replacer.join().unwrap());
+        let got = finish(&list, vec![r0, r1, r2]);
+        assert_eq!(got, vec![(1, 2, 10), (4, 5, 40)]);
+    });
+}
+
+/// Lock-predecessor advance: an alloc inserts `[1, 2)` between the predecessor `[0, 1)` that
+/// `lock_range([3, 4))` found and the range. The lock walk must take the inserted node as the new
+/// predecessor (and release the old one); keeping the old one would make the inserted interval
+/// an "old node" of the swap, which would remove it.
+#[test]
+fn lock_advances_past_an_insert_in_front_of_its_range() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 8, vec![node(0, 1, 1, 1), node(5, 6, 1, 5)]);
+        let allocator = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || {
+                let n = node(0, 0, 1, 7);
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe { list.alloc_insert(P, 3 * P, P, n) };
+                assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == P));
+            })
+        };
+        let locker = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || map(&list, 3, 4, vec![node(3, 4, 1, 30)]))
+        };
+        allocator.join().unwrap();
+        let r1 = locker.join().unwrap();
+        let got = finish(&list, vec![r0, r1]);
+        assert_eq!(got, vec![(0, 1, 1), (1, 2, 7), (3, 4, 30), (5, 6, 5)]);
+    });
+}
+
+/// Data protected by a node lock (a loom-tracked plain cell: loom reports unordered accesses).
+struct Protected(loom::cell::UnsafeCell<u64>);
+
+// SAFETY: the cell is only accessed while holding a node lock (which the model checks).
+unsafe impl Sync for Protected {}
+
+/// The lock CAS is an Acquire (`lock_node`'s contract): two threads lock the same node (the head,
+/// found by `find` as the predecessor of `[1, 2)`) and each increments a plain (loom-tracked) cell
+/// while holding it. The second locker may load the link's *initial* value (older than the first
+/// holder's unlock, which writes the same word back) and then win the CAS against the unlock;
+/// only the CAS's own Acquire then orders the first critical section before the second (loom
+/// reports a causality violation on the cell otherwise). Note: inside `lock_range` a Relaxed CAS
+/// would happen to be saved by the Acquire load of the same link that follows it (it reads the
+/// CAS's own write, which is in the release sequence of the unlock), which is why this model
+/// calls `lock_node` directly.
+#[test]
+fn lock_orders_the_critical_sections_of_successive_holders() {
+    model(|| {
+        let list = Arc::new(RawSkipList::<u64>::new());
+        let data = Arc::new(Protected(loom::cell::UnsafeCell::new(0u64)));
+        let spawn = || {
+            let (list, data) = (Arc::clone(&list), Arc::clone(&data));
+            thread::spawn(move || {
+                // SAFETY: nothing is freed while the threads run; the held nodes are released by
+                // us below; `data` is only touched while holding the head's lock.
+                unsafe {
+                    let mut pos = Position::new();
+                    list.find(P, 2 * P, 1, &mut pos);
+                    let locked = [pos.preds[0]];
+                    assert!(
+                        super::lock::lock_node(pos.preds[0]),
+                        "the head is never retired"
+                    );
+                    data.0.with_mut(|p| *p += 1);
+                    for &n in &locked {
+                        super::lock::unlock_node(n);
+                    }
+                }
+            })
+        };
+        let (a, b) = (spawn(), spawn());
+        a.join().unwrap();
+        b.join().unwrap();
+        // SAFETY: both threads joined.
+        assert_eq!(data.0.with(|p| unsafe { *p }), 2);
+        assert!(finish(&list, vec![]).is_empty());
+    });
+}
+
+/// Find restarts after a failed helping CAS: a swap removes the tall `[6, 7)` while an insert
+/// links the tall `[2, 3)` in front of it at level 1 (its `find` ran before the mark). If the
+/// insert's level-1 CAS wins, the swap's unlinking CAS on `[0, 1)` fails; its `find` must
+/// restart (and unlink `[6, 7)` from behind `[2, 3)`), else the retired node stays reachable at
+/// level 1.
+#[test]
+fn swap_unlinks_its_tall_node_after_an_insert_links_in_front_of_it() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(
+            &list,
+            0,
+            8,
+            vec![node(0, 1, 2, 1), node(4, 5, 1, 4), node(6, 7, 2, 6)],
+        );
+        let inserter = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || {
+                let n = node(0, 0, 2, 2);
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe { list.alloc_insert(2 * P, 4 * P, P, n) };
+                assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == 2 * P));
+            })
+        };
+        let swapper = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || map(&list, 6, 7, vec![]))
+        };
+        inserter.join().unwrap();
+        let r1 = swapper.join().unwrap();
+        assert_eq!(at_level(&list, 1), vec![(0, 1), (2, 3)], "level 1");
+        let got = finish(&list, vec![r0, r1]);
+        assert_eq!(got, vec![(0, 1, 1), (2, 3, 2), (4, 5, 4)]);
     });
 }
