@@ -333,9 +333,12 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &hints[k]));
         self.readers.with(|_, stripe| {
             let node = Node::alloc(0, 0, random_height(self.cap), Kind::Interval, Some(value));
+            // Cleared when a search from the hint found no room: the retry starts at the arena
+            // start, so a hint left too high (a wrapped version, see `arena.rs`) hides no gap.
+            let mut use_hint = true;
             loop {
                 let (seen, from) = match arena {
-                    Some(h) => {
+                    Some(h) if use_hint => {
                         let (w, a) = h.read();
                         if within.start <= a {
                             (Some(w), a.min(within.end))
@@ -343,7 +346,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                             (None, within.start)
                         }
                     }
-                    None => (None, within.start),
+                    _ => (None, within.start),
                 };
                 // SAFETY: inside a read section; `node` is fresh.
                 match unsafe { self.raw.alloc_insert(from, within.end, len, node) } {
@@ -356,6 +359,10 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                             start,
                             end: start + len,
                         });
+                    }
+                    AllocOutcome::NoSpace if from > within.start => {
+                        use_hint = false;
+                        continue;
                     }
                     AllocOutcome::NoSpace => {
                         // SAFETY: never published.

@@ -200,3 +200,50 @@ fn every_removed_node_is_reclaimed_after_barrier() {
     domain.barrier();
     assert_eq!(live.load(Ordering::Relaxed), 0, "every value dropped");
 }
+
+/// Regression (hint version wrap): an alloc reads the hint, walks a fully covered arena and
+/// claims its last page; before it advances the hint, a page below is freed and enough further
+/// frees wrap the version (2 bits under test) back to the word it read, so its advance succeeds
+/// and leaves the hint above the free page. The next alloc must still find that page.
+#[test]
+fn a_wrapped_hint_version_cannot_hide_a_free_gap() {
+    use super::arena::VERSION_MASK;
+    let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
+    let arena = LAYOUT.arena(0);
+    let page = |i: u64| arena.start + i * P..arena.start + (i + 1) * P;
+    for i in 0..16 {
+        m.alloc_in_arena(0, P, i).unwrap();
+    }
+    m.map(page(0), None).unwrap();
+    m.map(page(15), None).unwrap();
+    m.map(page(0), Some(100)).unwrap();
+    let hint = &m.arenas.as_ref().unwrap().1[0];
+    // The stalled alloc: reads the hint (arena start), sees pages 0..15 covered, claims 15.
+    let (seen, from) = hint.read();
+    assert_eq!(from, arena.start);
+    m.map(page(15), Some(115)).unwrap();
+    // Meanwhile: page 2 is freed, then frees and re-maps of page 5 wrap the version.
+    m.map(page(2), None).unwrap();
+    for _ in 0..VERSION_MASK {
+        m.map(page(5), None).unwrap();
+        m.map(page(5), Some(5)).unwrap();
+    }
+    assert_eq!(
+        hint.read().0,
+        seen,
+        "the version wrapped to the word the alloc read"
+    );
+    hint.advance(seen, arena.end);
+    assert_eq!(
+        hint.read().1,
+        arena.end,
+        "the stale advance moved the hint over page 2"
+    );
+    let iv = m.alloc_in_arena(0, P, 7).unwrap();
+    assert_eq!(
+        iv.start..iv.end,
+        page(2),
+        "the free page below the hint is found"
+    );
+    m.check_invariants();
+}
