@@ -4,10 +4,12 @@
 //! machine has two cores; thread counts below a workload's `min_threads` are skipped, so
 //! `readers-writers` runs only at 2 threads, one reader and one writer), [`SUITE_DURATION`] per
 //! repeat and [`SUITE_REPEAT`] repeats, with `rcu-update` in its one-updater mode
-//! (`--update-pct 100`), 10,000 intervals per thread for the `ds-*` workloads and one writer for
-//! `readers-writers`. That is 48 points x 3 repeats x 0.5 s, plus the solo-reader phases of
-//! `rcu-update` and the untimed set-up: 90 s measured on two cores, well under the three-minute
-//! budget.
+//! (`--update-pct 100`), 10,000 intervals per thread for the `ds-*` workloads, one writer for
+//! `readers-writers` and `--mmap-pct 10` for `fault-load`. The six VM workloads (`alloc`,
+//! `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load`) run `linux` and every
+//! `aspace_vm` design (`coarse` so far). That is 72 points x 3 repeats x 0.5 s, plus the
+//! solo-reader phases of `rcu-update` and the untimed set-up: about 130 s measured on two cores,
+//! under the three-minute budget (each further `aspace_vm` design adds 18 s).
 //!
 //! Output: a progress bar while it runs, then `results/<UTC timestamp>/` (relative to the
 //! current directory) holding `results.csv`, `results.json` (an array of measurements), one SVG
