@@ -16,7 +16,7 @@
 //! Core side, around every access ([`Shootdown::begin_access`], [`Shootdown::end_access`]):
 //!
 //! ```text
-//! begin:  access := access + 1 (odd)         Relaxed store
+//! begin:  access := access + 1 (odd)         Release store
 //!         F2: fence(SeqCst)
 //!         r := request                        Acquire load
 //!         if r != seen { flush TLB; seen := r }
@@ -53,11 +53,24 @@
 //!   before `shootdown` returns, hence before the frame's reuse.
 //! - Every access of `c` whose `begin` store comes after the value the shooter read is in the
 //!   first case (its F2 is after F3 in S, because the shooter's load did not observe that store).
+//! - The core may also read the bump *early* (F2 before F3 in S, the load just happened to see
+//!   it). It then records the bump in `seen`, so no later access will flush for it: its walks in
+//!   this access must already see the cleared PTEs, or it would cache a stale translation and use
+//!   it after the shooter returned. The fences do not give that here; the Acquire `request` load
+//!   reading the Release bump does (the shooter's F1 alone also makes the bump a release).
+//! - The shooter's wait ends when it reads *any* later value of `access`, possibly the next
+//!   access's odd `begin` store instead of the awaited `end` store. Since C++20 a release
+//!   sequence no longer continues through later plain stores of the same thread, so the `begin`
+//!   store is itself Release (free on x86): reading it still synchronizes with the end of the
+//!   awaited access.
 //!
 //! Without the two fences both loads may read the old values (store buffering: x86 lets a load
 //! pass an earlier store to another location), the core would use its stale entry while the
 //! shooter, seeing `access` even, returned and the caller reused the frame. The loom models
-//! (`loom_tests` below) fail when either fence is weakened.
+//! (`shootdown/loom_tests.rs`) fail when any fence is removed, the wait or the request check is
+//! dropped, the `end`/`begin` stores or the `request` load are made Relaxed (each tried; the
+//! Release `begin` store was in fact found by loom). Only making the bump Relaxed passes, because
+//! F1 before it is a release fence.
 //!
 //! **Idle cores never block**: a core outside an access has an even counter; the shooter bumps
 //! its request and moves on. The bump makes the idle core flush its TLB at its next
@@ -298,14 +311,20 @@ impl Shootdown {
         // Relaxed: only this core writes `access`.
         let a = slot.access.load(Ordering::Relaxed);
         debug_assert!(a % 2 == 0, "nested begin_access");
-        // Relaxed: ordered before the request load by F2 below.
-        slot.access.store(a + 1, Ordering::Relaxed);
+        // Release: a shooter's wait loop may read this value without having read the previous
+        // `end_access` store (it only waits for the counter to change); since C++20 a later
+        // relaxed store by the same thread does not continue a release sequence, so this store
+        // must itself release everything the previous access did. Pairs with the Acquire loads
+        // in `shootdown`. (Its ordering before the request load is F2's job, not this one's.)
+        // On x86 a Release store is a plain `mov`. Loom found this one (module doc).
+        slot.access.store(a + 1, Ordering::Release);
         // F2 (SeqCst): the Dekker fence; pairs with the shooter's F3 (either our request load
         // sees its bump, or its access load sees our odd store) and, for a core's first access
         // after `register`, with the shooter's F1.
         fence(Ordering::SeqCst);
         // Acquire: pairs with the Release bump in `shootdown`: the PTE clears before the bump
-        // are visible to this access's page-table walks.
+        // are visible to this access's page-table walks, also when we see the bump before the
+        // shooter's F3 (then `seen` absorbs it and nothing flushes later; module doc).
         let r = slot.request.load(Ordering::Acquire);
         if r != *seen {
             tlb.flush_all();
@@ -351,7 +370,8 @@ impl Shootdown {
             }
             for i in bits(cores) {
                 // Release: pairs with the Acquire request load in `begin_access`: the caller's PTE
-                // clears are visible to a core that sees this bump.
+                // clears are visible to a core that sees this bump, even early (module doc). F1
+                // already makes the bump a release; this states it where it is needed.
                 self.slots[w * 64 + i]
                     .request
                     .fetch_add(1, Ordering::Release);
@@ -577,106 +597,137 @@ mod tests {
         });
     }
 
-    /// Accessors and a shooter over shared page tables (one `AtomicU64` PTE per page) and frames
-    /// (one `AtomicU64` word each, holding the page number it backs, or POISON while free): a
-    /// core never reads a frame that is free or backs another page, and never uses a translation
-    /// after the munmap that removed it returned (checked with a per-page unmap generation).
+    /// Accessors and shooters over shared page tables (one `AtomicU64` PTE per page) and frames
+    /// (one `AtomicU64` word each, holding the page number it backs and the mapping's
+    /// generation, or POISON while free). An accessor reads its frame twice with a pause in
+    /// between (a page copy takes time): both reads agree, the frame is never free nor another
+    /// page's, and a translation removed by a munmap that returned before the access began is
+    /// never used (per-page unmap generations). Two shooters own two pages each, so shootdowns
+    /// overlap and may both wait for the same accessor. After every munmap a shooter waits until
+    /// each accessor has finished one more access (progress handshake, not a sleep), so the
+    /// interleavings happen whatever the scheduler does.
     #[test]
     fn accessors_never_read_a_frame_after_its_unmap_returned() {
-        const PAGES: usize = 4;
-        const FRAMES: usize = 8;
-        const POISON: u64 = u64::MAX;
-        const ROUNDS: usize = 3000;
+        const SHOOTERS: usize = 2;
+        const PAGES_PER_SHOOTER: usize = 2;
+        const FRAMES_PER_SHOOTER: usize = 4;
+        const PAGES: usize = SHOOTERS * PAGES_PER_SHOOTER;
         const ACCESSORS: usize = 2;
+        const ROUNDS: usize = 300;
+        const POISON: u64 = u64::MAX;
         const PRESENT: u64 = 1 << 63;
-        let sd = Shootdown::new(ACCESSORS + 1);
-        let frames: Vec<StdU64> = (0..FRAMES).map(|_| StdU64::new(POISON)).collect();
+        let sd = Shootdown::new(ACCESSORS + SHOOTERS);
+        let frames: Vec<StdU64> = (0..SHOOTERS * FRAMES_PER_SHOOTER)
+            .map(|_| StdU64::new(POISON))
+            .collect();
         let ptes: Vec<StdU64> = (0..PAGES).map(|_| StdU64::new(0)).collect();
         // Munmaps of each page that have returned.
         let unmapped: Vec<StdU64> = (0..PAGES).map(|_| StdU64::new(0)).collect();
+        // Accesses each accessor has completed.
+        let progress: Vec<StdU64> = (0..ACCESSORS).map(|_| StdU64::new(0)).collect();
         let stop = AtomicBool::new(false);
-        let start = std::sync::Barrier::new(ACCESSORS + 1);
+        let (sd, frames, ptes, unmapped, progress, stop) =
+            (&sd, &frames, &ptes, &unmapped, &progress, &stop);
         std::thread::scope(|s| {
-            let accessors: Vec<_> = (0..ACCESSORS)
-                .map(|t| {
-                    let (sd, frames, ptes, unmapped, stop, start) =
-                        (&sd, &frames, &ptes, &unmapped, &stop, &start);
+            for t in 0..ACCESSORS {
+                s.spawn(move || {
+                    let mut c = Core::new(sd);
+                    let mut page = t;
+                    while !stop.load(Relaxed) {
+                        page = (page + 1) % PAGES;
+                        let va = (page as u64 + 16) * PAGE_SIZE;
+                        // Acquire: pairs with the shooter's Release after shootdown returned.
+                        let gone_before = unmapped[page].load(Acquire);
+                        sd.begin_access(c.id, &mut c.seen, &mut c.tlb);
+                        let ptr = match c.tlb.lookup(va, Access::Read) {
+                            Some(p) => Some(p),
+                            None => {
+                                // Acquire: pairs with the shooter's Release PTE store.
+                                let pte = ptes[page].load(Acquire);
+                                (pte & PRESENT != 0).then(|| {
+                                    let p = frame_ptr_of(frames, (pte & !PRESENT) as usize);
+                                    c.tlb.insert(va, p, Prot::READ);
+                                    p
+                                })
+                            }
+                        };
+                        let value = ptr.map(|p| {
+                            // SAFETY: `p` points at an element of `frames`, alive for the scope.
+                            let frame = unsafe { &*(p as *const StdU64) };
+                            let first = frame.load(Relaxed);
+                            for _ in 0..64 {
+                                std::hint::spin_loop();
+                            }
+                            assert_eq!(frame.load(Relaxed), first, "frame reused mid-access");
+                            first
+                        });
+                        sd.end_access(c.id);
+                        if let Some(v) = value {
+                            assert_ne!(v, POISON, "read a free frame");
+                            let (owner, generation) = (v >> 32, v & 0xffff_ffff);
+                            assert_eq!(owner, page as u64, "read another page's frame");
+                            assert!(
+                                generation >= gone_before,
+                                "used a translation removed by a returned munmap"
+                            );
+                        }
+                        progress[t].fetch_add(1, Relaxed);
+                    }
+                    sd.unregister(c.id);
+                });
+            }
+            let shooters: Vec<_> = (0..SHOOTERS)
+                .map(|sh| {
                     s.spawn(move || {
-                        let mut c = Core::new(sd);
-                        start.wait();
-                        let mut accesses = 0u64;
-                        let mut page = t;
-                        while !stop.load(Relaxed) && accesses < 2_000_000 {
-                            accesses += 1;
-                            page = (page + 1) % PAGES;
-                            let va = (page as u64 + 16) * PAGE_SIZE;
-                            // Acquire: pairs with the shooter's Release after shootdown returned.
-                            let gone_before = unmapped[page].load(Acquire);
-                            sd.begin_access(c.id, &mut c.seen, &mut c.tlb);
-                            let ptr = match c.tlb.lookup(va, Access::Read) {
-                                Some(p) => Some(p),
+                        // Map page p to a free frame (contents first, then the PTE); later munmap
+                        // it (clear PTE, shootdown, poison the frame, free it), alternately.
+                        let me = sd.register().unwrap();
+                        let my_pages = [sh, sh + SHOOTERS];
+                        let mut free: Vec<usize> =
+                            (sh * FRAMES_PER_SHOOTER..(sh + 1) * FRAMES_PER_SHOOTER).collect();
+                        let mut mapped: [Option<usize>; PAGES_PER_SHOOTER] = [None; 2];
+                        for round in 0..ROUNDS {
+                            let k = round % PAGES_PER_SHOOTER;
+                            let page = my_pages[k];
+                            match mapped[k].take() {
                                 None => {
-                                    let pte = ptes[page].load(Acquire);
-                                    (pte & PRESENT != 0).then(|| {
-                                        let p = frame_ptr_of(frames, (pte & !PRESENT) as usize);
-                                        c.tlb.insert(va, p, Prot::READ);
-                                        p
-                                    })
+                                    let f = free.remove(round % free.len());
+                                    let generation = unmapped[page].load(Relaxed);
+                                    frames[f].store((page as u64) << 32 | generation, Relaxed);
+                                    // Release: publishes the frame contents to walkers.
+                                    ptes[page].store(PRESENT | f as u64, Release);
+                                    mapped[k] = Some(f);
                                 }
-                            };
-                            let value = ptr.map(|p| {
-                                // SAFETY: `p` points at an element of `frames`, alive for the scope.
-                                unsafe { &*(p as *const StdU64) }.load(Relaxed)
-                            });
-                            sd.end_access(c.id);
-                            if let Some(v) = value {
-                                assert_ne!(v, POISON, "read a free frame");
-                                let (owner, generation) = (v >> 32, v & 0xffff_ffff);
-                                assert_eq!(owner, page as u64, "read another page's frame");
-                                assert!(
-                                    generation >= gone_before,
-                                    "used a translation removed by a returned munmap"
-                                );
+                                Some(f) => {
+                                    ptes[page].store(0, Release);
+                                    sd.shootdown(Targets::All);
+                                    frames[f].store(POISON, Relaxed);
+                                    free.push(f);
+                                    // Release: pairs with the accessors' Acquire generation load.
+                                    unmapped[page].fetch_add(1, Release);
+                                    let seen: Vec<u64> =
+                                        progress.iter().map(|p| p.load(Relaxed)).collect();
+                                    while progress
+                                        .iter()
+                                        .zip(&seen)
+                                        .any(|(p, &s)| p.load(Relaxed) == s)
+                                    {
+                                        std::thread::yield_now();
+                                    }
+                                }
                             }
                         }
-                        sd.unregister(c.id);
+                        sd.unregister(me);
                     })
                 })
                 .collect();
-            // The shooter: map page p to a free frame (frame contents first, then the PTE), later
-            // munmap it (clear PTE, shootdown, poison the frame, free it), round-robin.
-            let me = sd.register().unwrap();
-            start.wait();
-            let mut free: Vec<usize> = (0..FRAMES).collect();
-            let mut mapped: Vec<Option<usize>> = vec![None; PAGES];
-            for round in 0..ROUNDS {
-                let page = round % PAGES;
-                match mapped[page].take() {
-                    None => {
-                        let f = free.remove(round % free.len());
-                        let generation = unmapped[page].load(Relaxed);
-                        frames[f].store((page as u64) << 32 | generation, Relaxed);
-                        // Release: publishes the frame contents to walkers (Acquire PTE load).
-                        ptes[page].store(PRESENT | f as u64, Release);
-                        mapped[page] = Some(f);
-                    }
-                    Some(f) => {
-                        ptes[page].store(0, Release);
-                        sd.shootdown(Targets::All);
-                        frames[f].store(POISON, Relaxed);
-                        free.push(f);
-                        // Release: pairs with the accessors' Acquire load of their page's count.
-                        unmapped[page].fetch_add(1, Release);
-                    }
-                }
+            for h in shooters {
+                h.join().unwrap();
             }
-            sd.unregister(me);
             stop.store(true, Relaxed);
-            for a in accessors {
-                a.join().unwrap();
-            }
         });
-        assert_eq!(sd.sent(), (ROUNDS / 2) as u64);
+        assert_eq!(sd.sent(), (SHOOTERS * ROUNDS / 2) as u64);
+        assert!(progress.iter().all(|p| p.load(Relaxed) >= (ROUNDS / 2) as u64));
     }
 
     fn frame_ptr_of(frames: &[StdU64], f: usize) -> *mut u8 {
