@@ -58,6 +58,22 @@ pub(crate) struct Core {
     pub(crate) freed: Vec<Frame>,
     /// Scratch: translated frame addresses of a multi-page access.
     pub(crate) pages: Vec<usize>,
+    /// The next anon identity this core hands out, and the end of its block.
+    pub(crate) anon_next: u64,
+    pub(crate) anon_end: u64,
+}
+
+impl Core {
+    /// A fresh anon identity from this core's block (a new block from `regions` when spent).
+    pub(crate) fn fresh_anon(&mut self, regions: &crate::region::RegionSet) -> u64 {
+        if self.anon_next == self.anon_end {
+            self.anon_next = regions.fresh_anon_block();
+            self.anon_end = self.anon_next + crate::region::ANON_BLOCK;
+        }
+        let id = self.anon_next;
+        self.anon_next += 1;
+        id
+    }
 }
 
 /// One core's handle on an [`crate::AddressSpace`].

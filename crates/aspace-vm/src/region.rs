@@ -48,6 +48,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Anon identities a core takes from the shared counter at once.
+pub(crate) const ANON_BLOCK: u64 = 1 << 16;
+
 /// The attributes of a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Attrs {
@@ -100,6 +103,18 @@ impl Region {
             sharing: self.attrs.sharing,
         }
     }
+}
+
+/// What an [`RegionSet::edit`] saw of the old set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EditOutcome {
+    /// Whether any region overlapped the range.
+    pub(crate) overlapped: bool,
+    /// `Some(range.start)` when a region (or its remnant) ends exactly at the range's start;
+    /// `None` when unknown without a search.
+    pub(crate) prev_end: Option<u64>,
+    /// The start of the first region at or after the range's end, `u64::MAX` if none.
+    pub(crate) next_start: u64,
 }
 
 /// A map entry (the key is the region's end).
@@ -189,6 +204,12 @@ impl RegionSet {
         self.next_anon.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// [`ANON_BLOCK`] fresh anon identities starting at the returned one (a core takes a block
+    /// and hands them out without touching the shared counter).
+    pub(crate) fn fresh_anon_block(&self) -> u64 {
+        self.next_anon.fetch_add(ANON_BLOCK, Ordering::Relaxed)
+    }
+
     /// The region containing `addr`: `(end, slot)`.
     #[inline]
     pub(crate) fn lookup(&self, addr: u64) -> Option<(u64, &Slot)> {
@@ -259,32 +280,58 @@ impl RegionSet {
     }
 
     /// The largest range around `range` that holds no region, clipped to `bounds` (the unmapped
-    /// range widened to its neighbouring gaps, for page-table freeing). `range` must be free.
-    pub(crate) fn gap_around(&self, range: Range<u64>, bounds: Bounds) -> Range<u64> {
-        let lo = self
-            .map
-            .range(..=range.start)
-            .next_back()
-            .map_or(bounds.min_addr.min(range.start), |(&end, _)| end);
-        let hi = self
-            .map
-            .range(range.end + 1..)
-            .next()
-            .map_or(bounds.max_addr.max(range.end), |(_, s)| s.start);
+    /// range widened to its neighbouring gaps, for page-table freeing). `range` must be free
+    /// now; `outcome` is what the edit that freed it saw.
+    pub(crate) fn gap_around(
+        &self,
+        range: Range<u64>,
+        outcome: EditOutcome,
+        bounds: Bounds,
+    ) -> Range<u64> {
+        let lo = match outcome.prev_end {
+            Some(e) => e,
+            None => self
+                .map
+                .range(..=range.start)
+                .next_back()
+                .map_or(bounds.min_addr.min(range.start), |(&end, _)| end),
+        };
+        let hi = outcome.next_start.min(bounds.max_addr.max(range.end));
         lo.min(range.start)..hi.max(range.end)
     }
 
-    /// Gives the region ending at `end` (containing the faulting page) an anon identity if it has
-    /// none: a compatible adjacent neighbour's (next first, then previous), else a fresh one.
+    /// The region containing `addr` and the region after it.
+    #[inline]
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn lookup_with_next(
+        &self,
+        addr: u64,
+    ) -> Option<((u64, &Slot), Option<(u64, &Slot)>)> {
+        let mut it = self.map.range(addr.checked_add(1)?..);
+        let (&end, slot) = it.next()?;
+        if slot.start > addr {
+            return None;
+        }
+        Some(((end, slot), it.next().map(|(&e, s)| (e, s))))
+    }
+
+    /// Gives the region `(end, slot)` (containing the faulting page; `next` is the region after
+    /// it) an anon identity if it has none: a compatible adjacent neighbour's (next first, then previous), else a fresh one.
     /// Returns the identity now in place. Callable under a shared borrow (concurrent faults).
-    pub(crate) fn assign_anon(&self, end: u64, slot: &Slot) -> u64 {
+    pub(crate) fn assign_anon(
+        &self,
+        end: u64,
+        slot: &Slot,
+        next: Option<(u64, &Slot)>,
+        fresh: impl FnOnce() -> u64,
+    ) -> u64 {
         let cur = slot.anon();
         if cur != 0 || slot.sharing != Sharing::Private {
             return cur;
         }
         let me = slot.attrs();
         let mut id = 0;
-        if let Some((_, next)) = self.map.range(end + 1..).next() {
+        if let Some((_, next)) = next {
             if next.start == end && me.anon_compatible(&next.attrs()) {
                 id = next.anon();
             }
@@ -297,7 +344,7 @@ impl RegionSet {
             }
         }
         if id == 0 {
-            id = self.fresh_anon();
+            id = fresh();
         }
         match slot
             .anon
@@ -324,54 +371,65 @@ impl RegionSet {
     /// Rewrites `range` through `f` (old attributes, `None` for a hole -> new attributes, `None`
     /// for a hole), splitting at the edges and merging like Linux; refuses with `ENOMEM`
     /// (`Limit::MapCount`) and changes nothing when the result would hold more than `max_count`
-    /// regions.
+    /// regions. With `exclusive`, refuses with `EEXIST` and changes nothing when any region
+    /// overlaps the range (`MAP_FIXED_NOREPLACE`, and a hint tried before a search). One tree
+    /// search for the window, then one per changed key.
     pub(crate) fn edit(
         &mut self,
         range: Range<u64>,
         mut f: impl FnMut(Option<Attrs>) -> Option<Attrs>,
         max_count: usize,
-    ) -> Result<(), VmError> {
+        exclusive: bool,
+    ) -> Result<EditOutcome, VmError> {
         debug_assert!(range.start < range.end);
         let mut removed = std::mem::take(&mut self.removed);
         let mut pieces = std::mem::take(&mut self.pieces);
         removed.clear();
         pieces.clear();
-        if let Some(left) = self.map.get(&range.start) {
-            removed.push(range.start);
-            pieces.push(left.region(range.start));
-        }
+        let mut outcome = EditOutcome {
+            overlapped: false,
+            prev_end: None,
+            next_start: u64::MAX,
+        };
         let mut cursor = range.start;
         let mut tail = None;
         let mut right = None;
-        for (&end, slot) in self.map.range(range.start + 1..) {
+        // Keys >= range.start: the left neighbour ending exactly at range.start, then the
+        // regions overlapping the range, then the first one after it.
+        for (&end, slot) in self.map.range(range.start..) {
+            if end == range.start {
+                removed.push(end);
+                pieces.push(slot.region(end));
+                outcome.prev_end = Some(end);
+                continue;
+            }
             if slot.start >= range.end {
+                outcome.next_start = slot.start;
                 if slot.start == range.end {
                     right = Some(slot.region(end));
                     removed.push(end);
                 }
                 break;
             }
+            outcome.overlapped = true;
             removed.push(end);
             let old = slot.attrs();
             if slot.start < range.start {
-                Self::push_piece(
-                    &mut pieces,
-                    Region {
-                        start: slot.start,
-                        end: range.start,
-                        attrs: old,
-                    },
-                );
+                outcome.prev_end = Some(range.start);
+                let left = Region {
+                    start: slot.start,
+                    end: range.start,
+                    attrs: old,
+                };
+                Self::push_piece(&mut pieces, left);
             } else if slot.start > cursor {
                 if let Some(a) = f(None) {
-                    Self::push_piece(
-                        &mut pieces,
-                        Region {
-                            start: cursor,
-                            end: slot.start,
-                            attrs: a,
-                        },
-                    );
+                    let hole = Region {
+                        start: cursor,
+                        end: slot.start,
+                        attrs: a,
+                    };
+                    Self::push_piece(&mut pieces, hole);
                 }
             }
             let s = slot.start.max(range.start);
@@ -388,6 +446,7 @@ impl RegionSet {
             }
             cursor = e;
             if end > range.end {
+                outcome.next_start = range.end;
                 tail = Some(Region {
                     start: range.end,
                     end,
@@ -398,14 +457,12 @@ impl RegionSet {
         }
         if cursor < range.end {
             if let Some(a) = f(None) {
-                Self::push_piece(
-                    &mut pieces,
-                    Region {
-                        start: cursor,
-                        end: range.end,
-                        attrs: a,
-                    },
-                );
+                let hole = Region {
+                    start: cursor,
+                    end: range.end,
+                    attrs: a,
+                };
+                Self::push_piece(&mut pieces, hole);
             }
         }
         if let Some(t) = tail {
@@ -414,7 +471,9 @@ impl RegionSet {
         if let Some(r) = right {
             Self::push_piece(&mut pieces, r);
         }
-        let result = if self.map.len() - removed.len() + pieces.len() > max_count {
+        let result = if exclusive && outcome.overlapped {
+            Err(VmError::Exists)
+        } else if self.map.len() - removed.len() + pieces.len() > max_count {
             Err(VmError::OutOfMemory(Limit::MapCount))
         } else {
             for k in &removed {
@@ -423,14 +482,16 @@ impl RegionSet {
                 }
             }
             for p in &pieces {
-                match self.map.get_mut(&p.end) {
+                // A key that was in the window is overwritten in place; others are new.
+                let reused = removed.binary_search(&p.end).is_ok();
+                match reused.then(|| self.map.get_mut(&p.end)).flatten() {
                     Some(slot) => *slot = Slot::new(p),
                     None => {
                         self.map.insert(p.end, Slot::new(p));
                     }
                 }
             }
-            Ok(())
+            Ok(outcome)
         };
         self.removed = removed;
         self.pieces = pieces;
@@ -482,8 +543,14 @@ mod tests {
     }
 
     fn map(set: &mut RegionSet, start: u64, end: u64, a: Attrs) {
-        set.edit(start..end, |_| Some(a), usize::MAX).unwrap();
+        set.edit(start..end, |_| Some(a), usize::MAX, false)
+            .unwrap();
         set.check();
+    }
+
+    fn assign(s: &RegionSet, addr: u64) -> u64 {
+        let ((e, slot), next) = s.lookup_with_next(addr).unwrap();
+        s.assign_anon(e, slot, next, || s.fresh_anon())
     }
 
     fn lines(set: &RegionSet) -> Vec<(u64, u64, u32)> {
@@ -522,7 +589,8 @@ mod tests {
     fn munmap_in_the_middle_splits_in_two() {
         let mut s = RegionSet::new();
         map(&mut s, 0x20000, 0x24000, rw());
-        s.edit(0x21000..0x22000, |_| None, usize::MAX).unwrap();
+        s.edit(0x21000..0x22000, |_| None, usize::MAX, false)
+            .unwrap();
         s.check();
         assert_eq!(
             lines(&s),
@@ -537,10 +605,11 @@ mod tests {
         let mut s = RegionSet::new();
         map(&mut s, 0x20000, 0x24000, rw());
         let p = |prot| move |a: Option<Attrs>| a.map(|a| Attrs { prot, ..a });
-        s.edit(0x21000..0x22000, p(Prot::READ), usize::MAX).unwrap();
+        s.edit(0x21000..0x22000, p(Prot::READ), usize::MAX, false)
+            .unwrap();
         s.check();
         assert_eq!(s.len(), 3);
-        s.edit(0x21000..0x22000, p(Prot::READ_WRITE), usize::MAX)
+        s.edit(0x21000..0x22000, p(Prot::READ_WRITE), usize::MAX, false)
             .unwrap();
         s.check();
         assert_eq!(lines(&s), vec![(0x20000, 0x24000, 3)]);
@@ -552,13 +621,28 @@ mod tests {
         map(&mut s, 0x20000, 0x24000, rw());
         let before = lines(&s);
         assert_eq!(
-            s.edit(0x21000..0x22000, |_| None, 1),
+            s.edit(0x21000..0x22000, |_| None, 1, false),
             Err(VmError::OutOfMemory(Limit::MapCount))
         );
         assert_eq!(lines(&s), before);
         // Unmapping a whole region at the limit is fine; so is a split that stays within it.
-        s.edit(0x21000..0x22000, |_| None, 2).unwrap();
+        s.edit(0x21000..0x22000, |_| None, 2, false).unwrap();
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn exclusive_edit_refuses_overlap_with_eexist() {
+        let mut s = RegionSet::new();
+        map(&mut s, 0x20000, 0x22000, rw());
+        let before = lines(&s);
+        assert_eq!(
+            s.edit(0x21000..0x23000, |_| Some(rw()), usize::MAX, true),
+            Err(VmError::Exists)
+        );
+        assert_eq!(lines(&s), before);
+        s.edit(0x22000..0x23000, |_| Some(rw()), usize::MAX, true)
+            .unwrap();
+        assert_eq!(lines(&s), vec![(0x20000, 0x23000, 3)]);
     }
 
     #[test]
@@ -582,10 +666,8 @@ mod tests {
         let mut s = RegionSet::new();
         map(&mut s, 0x20000, 0x21000, rw());
         map(&mut s, 0x22000, 0x23000, rw());
-        let (e, slot) = s.lookup(0x20000).unwrap();
-        let a = s.assign_anon(e, slot);
-        let (e, slot) = s.lookup(0x22000).unwrap();
-        let b = s.assign_anon(e, slot);
+        let a = assign(&s, 0x20000);
+        let b = assign(&s, 0x22000);
         assert_ne!(a, b);
         map(&mut s, 0x21000, 0x22000, rw());
         // Merged with the left one only (vma_merge_new_range prefers prev).
@@ -600,10 +682,8 @@ mod tests {
         let mut s = RegionSet::new();
         map(&mut s, 0x20000, 0x21000, rw());
         map(&mut s, 0x21000, 0x22000, with_prot(Prot::KNOWN));
-        let (e, slot) = s.lookup(0x20000).unwrap();
-        let a = s.assign_anon(e, slot);
-        let (e, slot) = s.lookup(0x21000).unwrap();
-        assert_eq!(s.assign_anon(e, slot), a);
+        let a = assign(&s, 0x20000);
+        assert_eq!(assign(&s, 0x21000), a);
         s.edit(
             0x21000..0x22000,
             |o| {
@@ -613,6 +693,7 @@ mod tests {
                 })
             },
             10,
+            false,
         )
         .unwrap();
         assert_eq!(lines(&s), vec![(0x20000, 0x22000, 3)]);
@@ -639,6 +720,7 @@ mod tests {
                 })
             },
             10,
+            false,
         )
         .unwrap();
         s.edit(
@@ -650,6 +732,7 @@ mod tests {
                 })
             },
             10,
+            false,
         )
         .unwrap();
         s.check();
@@ -669,12 +752,24 @@ mod tests {
         assert_eq!(s.first_hole(0x1f000..0x21000), Some(0x1f000));
         assert!(s.is_free(0x21000, 0x22000));
         assert!(!s.is_free(0x21000, 0x22001));
-        assert_eq!(s.gap_around(0x21000..0x22000, B), 0x21000..0x22000);
-        assert_eq!(s.gap_around(0x10000..0x11000, B), 0x10000..0x20000);
-        assert_eq!(
-            s.gap_around(0x30000..0x31000, B),
-            0x23000..B.max_addr - 2 * P
-        );
+        // Unmapping next to a neighbour on each side: the gap is the range itself.
+        map(&mut s, 0x21000, 0x22000, with_prot(Prot::READ));
+        let o = s
+            .edit(0x21000..0x22000, |_| None, usize::MAX, false)
+            .unwrap();
+        assert!(o.overlapped);
+        assert_eq!(s.gap_around(0x21000..0x22000, o, B), 0x21000..0x22000);
+        // Nothing below: the gap reaches min_addr; above: the next region's start.
+        let o = s
+            .edit(0x20000..0x21000, |_| None, usize::MAX, false)
+            .unwrap();
+        assert_eq!(o.prev_end, None);
+        assert_eq!(s.gap_around(0x20000..0x21000, o, B), 0x10000..0x22000);
+        // The tail of a split region bounds the gap.
+        let top = B.max_addr - 2 * P;
+        let o = s.edit(top..top + P, |_| None, usize::MAX, false).unwrap();
+        assert_eq!(o.next_start, top + P);
+        assert_eq!(s.gap_around(top..top + P, o, B), 0x23000..top + P);
         // A space that is full has no gap.
         let mut full = RegionSet::new();
         map(&mut full, B.min_addr, B.max_addr, rw());
@@ -700,6 +795,7 @@ mod tests {
                         r,
                         |_| Some(with_prot(Prot::from_bits_retain(p))),
                         usize::MAX,
+                        false,
                     )
                     .unwrap();
                     for i in a..a + n {
@@ -707,7 +803,7 @@ mod tests {
                     }
                 }
                 1 => {
-                    s.edit(r, |_| None, usize::MAX).unwrap();
+                    s.edit(r, |_| None, usize::MAX, false).unwrap();
                     for i in a..a + n {
                         model[i as usize] = None;
                     }
@@ -723,6 +819,7 @@ mod tests {
                             })
                         },
                         usize::MAX,
+                        false,
                     )
                     .unwrap();
                     for i in a..a + n {

@@ -197,6 +197,8 @@ impl AddressSpace {
             reader: sh.domain.register(),
             freed: Vec::new(),
             pages: Vec::new(),
+            anon_next: 0,
+            anon_end: 0,
         };
         Ok(CoreHandle::new(Arc::clone(sh), core))
     }

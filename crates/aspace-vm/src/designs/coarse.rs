@@ -64,13 +64,13 @@ fn fill_locked(
     sh: &Shared,
     core: &mut Core,
     regions: &RegionSet,
-    (end, slot): (u64, &Slot),
+    ((end, slot), next): ((u64, &Slot), Option<(u64, &Slot)>),
     page: u64,
     access: Access,
 ) -> Result<(), FillError> {
     debug_assert!(slot.start() <= page && page < end);
-    if access == Access::Write {
-        regions.assign_anon(end, slot);
+    if access == Access::Write && slot.anon() == 0 {
+        regions.assign_anon(end, slot, next, || core.fresh_anon(regions));
     }
     let prot = pte_prot(&slot.attrs());
     let mut filled = false;
@@ -89,23 +89,48 @@ fn fill_locked(
     Ok(())
 }
 
+/// Bytes one leaf page table maps.
+const LEAF_SPAN: u64 = 512 * PAGE_SIZE;
+
+/// Whether unmapping `range` can have left a page table with no region: some leaf-sized
+/// aligned block that overlaps `range` lies inside `gap` (a table of any level that became free
+/// covers such a block; tables that lie wholly in the old gaps were freed when those gaps
+/// formed, so only tables overlapping `range` are candidates).
+fn may_free_tables(range: &Range<u64>, gap: &Range<u64>) -> bool {
+    let first = range.start & !(LEAF_SPAN - 1);
+    let last = (range.end - 1) & !(LEAF_SPAN - 1);
+    if last > first + LEAF_SPAN {
+        return true;
+    }
+    [first, last]
+        .iter()
+        .any(|&b| gap.start <= b && b.saturating_add(LEAF_SPAN) <= gap.end)
+}
+
 impl DesignOps for Coarse {
     fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
         let bounds = sh.bounds;
+        let max = sh.config.max_map_count;
         let mut regions = self.regions.write();
-        let start = semantics::place(
-            req.placement,
-            req.len,
-            bounds,
-            |s, e| regions.is_free(s, e),
-            |len| regions.find_gap_topdown(len, bounds),
-        )?;
-        let range = start..start + req.len;
-        let occupied = !regions.is_free(range.start, range.end);
-        if occupied && matches!(req.placement, Placement::NoReplace(_)) {
-            return Err(VmError::Exists);
-        }
-        let sharing = req.sharing?;
+        let sharing = match req.sharing {
+            Ok(s) => s,
+            Err(e) => {
+                // Linux reports a bad mapping type only after placement (and EEXIST).
+                let start = semantics::place(
+                    req.placement,
+                    req.len,
+                    bounds,
+                    |s, e| regions.is_free(s, e),
+                    |len| regions.find_gap_topdown(len, bounds),
+                )?;
+                if matches!(req.placement, Placement::NoReplace(_))
+                    && !regions.is_free(start, start + req.len)
+                {
+                    return Err(VmError::Exists);
+                }
+                return Err(e);
+            }
+        };
         let attrs = Attrs {
             prot: req.prot,
             sharing,
@@ -116,11 +141,44 @@ impl DesignOps for Coarse {
                 0
             },
         };
-        regions.edit(range.clone(), |_| Some(attrs), sh.config.max_map_count)?;
-        if occupied {
-            // MAP_FIXED replaced mappings: their translations go, like munmap's (one shootdown).
-            zap_locked(sh, core, range.clone());
-        }
+        let len = req.len;
+        let new = |_| Some(attrs);
+        let start = match req.placement {
+            Placement::Fixed(a) => {
+                let outcome = regions.edit(a..a + len, new, max, false)?;
+                if outcome.overlapped {
+                    // MAP_FIXED replaced mappings: their translations go, like munmap's.
+                    zap_locked(sh, core, a..a + len);
+                }
+                a
+            }
+            Placement::NoReplace(a) => {
+                regions.edit(a..a + len, new, max, true)?;
+                a
+            }
+            Placement::Hint(h) if h <= bounds.max_addr - len => {
+                // Try the hint: the exclusive edit checks it is free and maps it in one search.
+                match regions.edit(h..h + len, new, max, true) {
+                    Ok(_) => h,
+                    Err(VmError::Exists) => {
+                        let a = regions
+                            .find_gap_topdown(len, bounds)
+                            .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?;
+                        regions.edit(a..a + len, new, max, false)?;
+                        a
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Placement::Hint(_) | Placement::Anywhere => {
+                let a = regions
+                    .find_gap_topdown(len, bounds)
+                    .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?;
+                regions.edit(a..a + len, new, max, false)?;
+                a
+            }
+        };
+        let range = start..start + len;
         if req.populate && req.prot.allows(Access::Read) {
             // Linux populates writable private mappings with write faults.
             let access = if req.prot.contains(Prot::WRITE) {
@@ -129,7 +187,7 @@ impl DesignOps for Coarse {
                 Access::Read
             };
             let regions = &*regions;
-            let region = regions.lookup(start).expect("just mapped");
+            let region = regions.lookup_with_next(start).expect("just mapped");
             let mut page = range.start;
             while page < range.end {
                 // Like Linux, a populate that runs out of memory still returns success.
@@ -144,12 +202,22 @@ impl DesignOps for Coarse {
 
     fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
         let mut regions = self.regions.write();
-        if regions.is_free(range.start, range.end) {
+        let outcome = regions.edit(range.clone(), |_| None, sh.config.max_map_count, false)?;
+        if !outcome.overlapped {
             return Ok(());
         }
-        regions.edit(range.clone(), |_| None, sh.config.max_map_count)?;
         zap_locked(sh, core, range.clone());
-        free_tables_locked(sh, regions.gap_around(range, sh.bounds));
+        // Skip the table walk when no table can have become free (the common case of a page
+        // unmapped next to a mapping in the same leaf table): a table is freeable only if it
+        // covers part of `range` and lies inside the widened gap, and no leaf-sized block
+        // touching `range` can lie inside it when `range` is surrounded closely enough.
+        let optimistic = sh.bounds.min_addr.min(range.start)..outcome.next_start;
+        if may_free_tables(&range, &optimistic) {
+            let gap = regions.gap_around(range.clone(), outcome, sh.bounds);
+            if may_free_tables(&range, &gap) {
+                free_tables_locked(sh, gap);
+            }
+        }
         Ok(())
     }
 
@@ -172,6 +240,7 @@ impl DesignOps for Coarse {
             done.clone(),
             |a| a.map(|a| Attrs { prot, ..a }),
             sh.config.max_map_count,
+            false,
         )?;
         let mut removed = false;
         for r in regions.overlapping(done) {
@@ -224,6 +293,7 @@ impl DesignOps for Coarse {
                             })
                         },
                         sh.config.max_map_count,
+                        false,
                     )?;
                 }
             }
@@ -238,10 +308,10 @@ impl DesignOps for Coarse {
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
         sh.counters(core.id).bump_faults();
         let regions = self.regions.read();
-        let Some(region) = regions.lookup(va) else {
+        let Some(region) = regions.lookup_with_next(va) else {
             return Err(Fault::Unmapped { addr: va });
         };
-        if !region.1.prot().allows(access) {
+        if !region.0 .1.prot().allows(access) {
             return Err(Fault::Protection { addr: va });
         }
         let page = va & !(PAGE_SIZE - 1);
