@@ -29,9 +29,10 @@
 //!   range the caller knows holds no region: the unmapped range widened to the neighbouring
 //!   gaps, SOSP'25 §3.1 Fig. 4), keeping the tables at the edges that still intersect a region.
 //!   It walks only the present entries of the (at most two per level) partially covered
-//!   tables. Unlinked tables are retired, and once `RETIRE_BATCH` of them accumulated they go
-//!   to the RCU domain in ONE callback, which scrubs them and returns them to the pool after a
-//!   grace period.
+//!   tables. Unlinked tables are scrubbed at once (their few non-zero entries zeroed while the
+//!   lines are still in the freeing core's cache) and retired; once `RETIRE_BATCH` of them
+//!   accumulated they go to the RCU domain in ONE callback, which after a grace period moves
+//!   the pointers into the per-level pools without touching the tables' memory.
 //!
 //! # Why frees go through RCU (ASPLOS'12 §4-5)
 //!
@@ -56,8 +57,12 @@
 //!   a loop that maps, touches and unmaps millions of pages a second) until the space drops.
 //! - A leaf table's entries and bitmap change only under its lock. An intermediate entry goes
 //!   from 0 to a table by CAS (fill) and back to 0 only in `free_tables`.
-//! - A table in a pool is all zeroes (entries and bitmap); the RCU callback scrubs retired
-//!   tables using their bitmaps (exact, since no fill may run inside an `empty` range).
+//! - A retired or pooled table is all zeroes (entries and bitmap): `free_tables` zeroes the
+//!   entries its bitmap names (exact, since no fill may run inside an `empty` range) right
+//!   after unlinking. Zeroing an unlinked table in place is harmless to a walker still inside
+//!   it: it reads "not present", which is the state the caller established (no region in
+//!   `empty`). What such a walker must never see is the table REUSED for other translations,
+//!   and reuse waits for the grace period.
 //!
 //! # Contract with the caller (the design)
 //!
@@ -251,14 +256,17 @@ impl Table {
         }
     }
 
-    /// Zeroes the entries named by the bitmap, then the bitmap. Only for a table no walker can
-    /// reach (after its grace period).
+    /// Zeroes the entries named by the bitmap, then the bitmap. Only for an unlinked table in
+    /// which no fill can run (see the module doc for why walkers do not mind).
     fn scrub(&self) {
         self.for_each_present(0, ENTRIES - 1, |i| {
             self.entries[i].store(0, Ordering::Relaxed);
         });
         for w in &self.present {
-            w.store(0, Ordering::Relaxed);
+            // Only dirty the line when needed.
+            if w.load(Ordering::Relaxed) != 0 {
+                w.store(0, Ordering::Relaxed);
+            }
         }
         debug_assert!(self.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
     }
@@ -317,16 +325,20 @@ impl TablePool {
         self.free[level as usize - 1].lock().push(TablePtr(table));
     }
 
-    /// The RCU callback: scrubs retired tables (their grace period passed) into the pools.
-    fn recycle(&self, batch: Vec<(TablePtr, u32)>) {
-        for (t, _) in &batch {
-            // SAFETY: retired tables are alive (type-stable) and, after the grace period,
-            // unreachable by walkers; only this callback owns them.
-            unsafe { t.0.as_ref() }.scrub();
+    /// The RCU callback: moves retired (already zeroed) tables, whose grace period passed,
+    /// into the pools, one lock per level. It does not touch the tables' memory, so their
+    /// cache lines stay where the freeing core left them.
+    fn recycle(&self, mut batch: Vec<(TablePtr, u32)>) {
+        for level in 1..LEVELS {
+            let mut free = self.free[level as usize - 1].lock();
+            batch.retain(|(t, l)| {
+                if *l == level {
+                    free.push(TablePtr(t.0));
+                }
+                *l != level
+            });
         }
-        for (t, level) in batch {
-            self.free[level as usize - 1].lock().push(t);
-        }
+        debug_assert!(batch.is_empty());
     }
 }
 
@@ -765,11 +777,14 @@ impl PageTables {
                 "free_tables over a leaf table that still maps pages (clear_range first)"
             );
         }
+        // Zero it now, while its lines are in our cache (for a leaf a no-op unless the
+        // caller broke the contract: its frames leak but no stale PTE survives into reuse).
+        table.scrub();
         out.push((TablePtr(NonNull::from(table)), level));
     }
 
     /// Tables taken from the allocator so far (recycled ones are not counted again).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn allocated_tables(&self) -> u64 {
         self.pool.allocated.load(Ordering::Relaxed)
     }
