@@ -36,10 +36,14 @@
 //! lets `mmap` reach `max_map_count + 1`; the engine's rule is the one the plan states: counted
 //! after merges and splits.) The address-space limit is `[min_addr, max_addr)`.
 //!
-//! Merging: adjacent pages belong to one region when their protection and sharing are equal and,
-//! for shared pages, they come from the same `mmap` call (each shared anonymous mapping is its
-//! own shmem object in Linux, so two never merge). Private anonymous neighbours always merge
-//! (Linux can refuse when both have distinct `anon_vma`s; the engine merges like this model).
+//! Merging (Linux's `vma_merge`, checked against the kernel in `model_tests.rs`): adjacent pages
+//! are one region when protection, sharing and merge-only flags (`VM_NORESERVE`) are equal, and,
+//! for shared pages, they come from the same `mmap` call (each shared anonymous mapping is its own
+//! shmem object), for private pages their anon identities (Linux's `anon_vma`) are compatible:
+//! one of them has none, or both the same. A private region gets an identity at its first write
+//! fault (also after reads, which map the zero page; also by `MAP_POPULATE` of a writable
+//! mapping): an adjacent private neighbour's with equal flags (next first, then previous), else a
+//! fresh one. Regions are formed greedily left to right and share their first identity.
 //!
 //! Frames: the model does not predict which engine pages hold frames exactly (reads may map a
 //! fresh frame or, like Linux, a zero page), so each page records [`Backed`]: `Yes` (written: a
