@@ -14,8 +14,9 @@
 //! - `swap(locked, new)` (`skiplist/swap.rs`): collective height decrement of the old nodes (mark
 //!   DELETED, unlink by a helping traversal), one level-0 store that commits the swap and unlocks
 //!   the predecessor (the linearization point), INVALIDATED marks on the old nodes, collective
-//!   height increment of the new nodes (one CAS per level). Old nodes go to the RCU domain in one
-//!   batch and are freed after a grace period.
+//!   height increment of the new nodes (one CAS per level). Old nodes go to the caller's
+//!   reader slot's retire list (`skiplist/retire.rs`): batches of 64 nodes per grace-period
+//!   callback, freed by the retiring thread once the grace period has ended.
 //! - `map(range, v | None)` = lock + swap with the trimmed remainders of the overlapped nodes.
 //! - `alloc(within, len, v)` (`skiplist/alloc.rs`): first-fit walk, claim by one CAS; wait on a
 //!   LOCKED gap, restart on INVALIDATED, continue past a gap claimed by someone else.
@@ -45,8 +46,15 @@
 //! [`SkipLocked`] pins its nodes without a read section (only its holder can retire them). Node
 //! locks are taken left to right; nobody waits for a lock while holding one to its right.
 //! Hazard: updaters wait for node locks *inside* a pooled read section, so a thread holding a
-//! [`SkipLocked`] must not call `synchronize()`/`barrier()` on this map's domain (a waiter's read
-//! section would wait for the lock, and the grace period for the waiter).
+//! [`SkipLocked`] must not call `synchronize()`/`barrier()` on this map's domain, nor
+//! [`SkipListMap::barrier`] (a waiter's read section would wait for the lock, and the grace
+//! period for the waiter).
+//!
+//! # Reclamation
+//! Removed nodes are not handed to the domain one swap at a time: each reader slot batches them
+//! (`skiplist/retire.rs`), so after `Domain::barrier()` up to a partial batch per slot may still
+//! be pending; [`SkipListMap::barrier`] frees every node removed before it. Dropping the map
+//! frees the rest.
 //!
 //! # Linearizability
 //! `map`/`swap`: the commit store. `alloc`: its CAS; it claims a free range of `len` bytes inside
@@ -63,6 +71,7 @@ mod lock;
 mod node;
 mod raw;
 mod readers;
+mod retire;
 mod swap;
 mod traverse;
 
@@ -81,6 +90,7 @@ use lock::unlock_node;
 use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
 use readers::{ReaderPool, SLOTS};
+use retire::{RetireList, Retired};
 use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -89,7 +99,8 @@ use traverse::Position;
 /// The SOSP'25 concurrent interval skiplist (see the module doc).
 pub struct SkipListMap<V> {
     raw: RawSkipList<V>,
-    readers: ReaderPool,
+    /// Declared after `raw`, so dropped after it: the retire lists free unlinked nodes only.
+    readers: ReaderPool<RetireList<V>>,
     /// `len` striped by reader slot (Relaxed counters: only their sum is ever read).
     counts: Box<[CachePadded<AtomicIsize>]>,
     /// Hints padded: each is written by its arena's allocating thread, so two on one line would
@@ -97,23 +108,6 @@ pub struct SkipListMap<V> {
     arenas: Option<(ArenaLayout, Box<[CachePadded<Hint>]>)>,
     /// Ordinary nodes' maximum height.
     cap: usize,
-}
-
-/// Nodes unlinked by one swap, freed together after a grace period.
-struct Retired<V>(Vec<*mut Node<V>>);
-
-// SAFETY: the nodes are owned by this batch alone (unreachable after the swap); dropping them
-// drops their values on the reclaimer thread, so `V: Send`.
-unsafe impl<V: Send> Send for Retired<V> {}
-
-impl<V> Drop for Retired<V> {
-    fn drop(&mut self) {
-        for &p in &self.0 {
-            // SAFETY: retired nodes are unreachable for readers that began after the swap, this
-            // runs after a grace period, and each node is in exactly one batch.
-            unsafe { Node::dealloc(p) };
-        }
-    }
 }
 
 thread_local! {
@@ -200,7 +194,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             })
             .collect();
         let end = layout.end();
-        m.readers.with(|_, _| {
+        m.readers.with(|_, _, _| {
             // SAFETY: inside a read section; the list is empty and not shared yet. A point
             // range below the first separator locks only the head.
             unsafe {
@@ -223,10 +217,22 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         }
     }
 
-    fn retire(&self, nodes: Vec<*mut Node<V>>) {
-        if !nodes.is_empty() {
-            self.readers.domain().defer_drop(Retired(nodes));
-        }
+    /// Frees every node removed before the call (and drops its value): hands the pending
+    /// batches of every reader slot over, waits for one grace period, frees them, then waits
+    /// for the domain's queued callbacks (`Domain::barrier`). The skiplist's counterpart of
+    /// `Domain::barrier()`, which alone may leave up to a partial batch per slot pending.
+    ///
+    /// Must not be called inside a read section of the map's domain, from an RCU callback, or
+    /// while holding a [`SkipLocked`] (see the module doc's hazard).
+    pub fn barrier(&self) {
+        let mut nodes = Vec::new();
+        self.readers
+            .for_each_local(|list| nodes.extend(list.take_all()));
+        let domain = self.readers.domain();
+        // The nodes were unlinked before `take_all` took them; this grace period begins after.
+        domain.synchronize();
+        drop(Retired(nodes));
+        domain.barrier();
     }
 
     /// Replaces the contents of `[s, e)` (held as `locked`) by `new_ivs` (sorted, disjoint,
@@ -237,15 +243,17 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// `locked` came from `raw.lock_range(s, e)` and is held; the caller is in a read section;
     /// `hint`, if any, came from the `lock_range_at` that took `locked` in that same section.
     ///
-    /// `locked` is consumed: its buffer becomes the retired batch (no second allocation).
+    /// The old nodes (`locked[1..]`) go to `retired`, the caller's slot's list.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn swap_with(
         &self,
-        mut locked: Vec<*mut Node<V>>,
+        locked: Vec<*mut Node<V>>,
         s: u64,
         e: u64,
         new_ivs: impl IntoIterator<Item = (Interval, V), IntoIter: ExactSizeIterator>,
         stripe: usize,
         hint: Option<(&Position<V>, usize)>,
+        retired: &mut RetireList<V>,
     ) {
         let new_ivs = new_ivs.into_iter();
         let old = &locked[1..];
@@ -321,8 +329,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             }
         }
         // The predecessor stays; the old nodes are now unreachable for later operations.
-        locked.remove(0);
-        self.retire(locked);
+        // SAFETY: unlinked by the swap above, retired once (we held them).
+        unsafe { retired.retire(&locked[1..], self.readers.domain()) };
     }
 
     /// `alloc` that hands the value back on failure (so callers can try elsewhere).
@@ -331,7 +339,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             .arenas
             .as_ref()
             .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &hints[k]));
-        self.readers.with(|_, stripe| {
+        self.readers.with(|_, stripe, retired| {
             let node = Node::alloc(0, 0, random_height(self.cap), Kind::Interval, Some(value));
             // Cleared when a search from the hint found no room: the retry starts at the arena
             // start, so a hint left too high (a wrapped version, see `arena.rs`) hides no gap.
@@ -395,7 +403,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         // SAFETY: held range, inside a read section.
                         unsafe {
                             let hint = Some((&pos, levels));
-                            self.swap_with(locked, g, g + len, Some((iv, v)), stripe, hint)
+                            self.swap_with(locked, g, g + len, Some((iv, v)), stripe, hint, retired)
                         };
                         return Ok(iv);
                     }
@@ -442,7 +450,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// # Panics
     /// On a violated invariant.
     pub fn check_invariants(&self) {
-        self.readers.with(|_, _| {
+        self.readers.with(|_, _, _| {
             // SAFETY: inside a read section (and quiescent by this method's contract).
             let nodes = unsafe { self.raw.check() };
             let mut intervals = 0usize;
@@ -514,14 +522,14 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
 
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let iv = Interval::try_from(range)?;
-        self.readers.with(|_, stripe| {
+        self.readers.with(|_, stripe, retired| {
             // SAFETY: inside a read section; the locked nodes are passed straight to the swap.
             unsafe {
                 let mut pos = Position::new();
                 let (locked, levels) = self.raw.lock_range_at(iv.start, iv.end, &mut pos);
                 let new = value.map(|v| (iv, v));
                 let hint = Some((&pos, levels));
-                self.swap_with(locked, iv.start, iv.end, new, stripe, hint);
+                self.swap_with(locked, iv.start, iv.end, new, stripe, hint, retired);
             }
         });
         Ok(())
@@ -571,7 +579,7 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
         // SAFETY: inside a read section; afterwards the held nodes pin themselves.
         let nodes = self
             .readers
-            .with(|_, _| unsafe { self.raw.lock_range(iv.start, iv.end) });
+            .with(|_, _, _| unsafe { self.raw.lock_range(iv.start, iv.end) });
         Ok(SkipLocked {
             map: self,
             range: iv,
@@ -604,10 +612,10 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
             last_end = iv.end;
         }
         let nodes = std::mem::take(&mut { locked }.nodes);
-        self.readers.with(|_, stripe| {
+        self.readers.with(|_, stripe, retired| {
             // SAFETY: `nodes` are held (taken out of the lock, whose drop now releases nothing).
             // No hint: the lock was taken in another read section.
-            unsafe { self.swap_with(nodes, r.start, r.end, new_intervals, stripe, None) }
+            unsafe { self.swap_with(nodes, r.start, r.end, new_intervals, stripe, None, retired) }
         });
         Ok(())
     }

@@ -13,7 +13,7 @@
 //! query or visit returns must be intact (not yet dropped: RCU keeps it alive for the guard) and
 //! its interval must contain the address and lie inside the value's original interval (remainders
 //! of a split are clones). A live counter (creation and clone +1, drop -1) must equal `len()`
-//! after `barrier()`, and 0 after the map is dropped: every removed node is reclaimed once.
+//! after the map's `barrier()`, and 0 after the map is dropped: every removed node is reclaimed once.
 //!
 //! Bounded by wall time (`DURATION`), so it stops by itself in debug and release alike. Set
 //! `STRESS_SEED=<n>` to vary the operation mix between runs of a loop.
@@ -440,7 +440,7 @@ fn concurrent_mixed_operations_keep_values_intact_models_exact_and_reclaim_every
         m.len(),
         "len equals the number of intervals visited"
     );
-    domain.barrier();
+    m.barrier();
     assert_eq!(
         live.load(Ordering::Relaxed),
         m.len() as isize,

@@ -8,6 +8,10 @@
 //! the slot given by its thread number and takes the first free one (a new temporary reader if
 //! all are busy, e.g. on re-entry). The slot index doubles as the stripe of the `len` counter.
 //!
+//! Each slot also holds per-slot state `L` (the skiplist's retire list, `retire.rs`) that the
+//! operation gets mutably while it holds the slot: thread-local-like state without a shared
+//! write. A temporary reader gets a fresh `L`, which [`SlotLocal::release`] empties after use.
+//!
 //! Not for: queries (they take the caller's guard).
 
 use aspace_rcu::{Domain, Guard, Reader};
@@ -29,18 +33,35 @@ pub(crate) fn home_slot() -> usize {
     THREAD_NO.with(|n| *n % SLOTS)
 }
 
-/// Lazily registered readers of one domain.
-pub(crate) struct ReaderPool {
-    domain: Domain,
-    slots: Box<[CachePadded<Mutex<Option<Reader>>>]>,
+/// Per-slot state kept by the pool.
+pub(crate) trait SlotLocal: Default {
+    /// Empties a temporary slot's state after its one use (nothing of it stays in the pool).
+    fn release(&mut self, domain: &Domain);
 }
 
-impl ReaderPool {
+/// One slot: its reader (registered on first use) and its state.
+pub(crate) struct Slot<L> {
+    reader: Option<Reader>,
+    pub(crate) local: L,
+}
+
+/// Lazily registered readers of one domain, with per-slot state `L`.
+pub(crate) struct ReaderPool<L> {
+    domain: Domain,
+    slots: Box<[CachePadded<Mutex<Slot<L>>>]>,
+}
+
+impl<L: SlotLocal> ReaderPool<L> {
     pub(crate) fn new(domain: Domain) -> Self {
         Self {
             domain,
             slots: (0..SLOTS)
-                .map(|_| CachePadded::new(Mutex::new(None)))
+                .map(|_| {
+                    CachePadded::new(Mutex::new(Slot {
+                        reader: None,
+                        local: L::default(),
+                    }))
+                })
                 .collect(),
         }
     }
@@ -49,20 +70,34 @@ impl ReaderPool {
         &self.domain
     }
 
-    /// Runs `f` inside a read section; `f` gets the guard and a stripe index.
+    /// Runs `f` inside a read section; `f` gets the guard, a stripe index and the slot's state.
     #[inline]
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&Guard<'_>, usize) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&Guard<'_>, usize, &mut L) -> R) -> R {
         let home = home_slot();
         for k in 0..SLOTS {
             let idx = (home + k) % SLOTS;
             if let Some(mut slot) = self.slots[idx].try_lock() {
-                let reader = slot.get_or_insert_with(|| self.domain.register());
+                let slot = &mut *slot;
+                let reader = slot.reader.get_or_insert_with(|| self.domain.register());
                 let guard = reader.read();
-                return f(&guard, idx);
+                return f(&guard, idx, &mut slot.local);
             }
         }
         let reader = self.domain.register();
-        let guard = reader.read();
-        f(&guard, home)
+        let mut local = L::default();
+        let r = {
+            let guard = reader.read();
+            f(&guard, home, &mut local)
+        };
+        local.release(&self.domain);
+        r
+    }
+
+    /// Runs `f` on every slot's state in turn, outside any read section (waits for a slot that
+    /// an operation holds).
+    pub(crate) fn for_each_local(&self, mut f: impl FnMut(&mut L)) {
+        for slot in self.slots.iter() {
+            f(&mut slot.lock().local);
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Unit tests of what the shared conformance suite does not reach: arenas (separators, hints,
 //! fallback to the shared region, allocation across a separator), interval locking (`lock`,
-//! `swap`, release on drop) and reclamation (every removed value dropped after `barrier()`).
+//! `swap`, release on drop) and reclamation (every removed value dropped after the map's `barrier()`, batching).
 
 use super::{ArenaLayout, SkipListMap};
 use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, PAGE_SIZE as P};
@@ -190,7 +190,7 @@ fn every_removed_node_is_reclaimed_after_barrier() {
         }
     }
     m.check_invariants();
-    domain.barrier();
+    m.barrier();
     assert_eq!(
         live.load(Ordering::Relaxed),
         m.len() as isize,
@@ -199,6 +199,57 @@ fn every_removed_node_is_reclaimed_after_barrier() {
     drop(m);
     domain.barrier();
     assert_eq!(live.load(Ordering::Relaxed), 0, "every value dropped");
+}
+
+/// Removed nodes are batched per reader slot: `Domain::barrier()` alone leaves a partial batch
+/// pending, the map's `barrier()` frees it; full batches are freed by the retiring thread at a
+/// later hand-off once their grace period has ended, so the backlog stays bounded without any
+/// barrier; dropping the map frees what is still pending.
+#[test]
+fn retired_nodes_are_batched_freed_by_later_hand_offs_and_by_the_map_barrier() {
+    use super::retire::BATCH;
+    let live = Arc::new(AtomicIsize::new(0));
+    let new = || {
+        live.fetch_add(1, Ordering::Relaxed);
+        Counted(Arc::clone(&live))
+    };
+    let pending = |m: &SkipListMap<Counted>| live.load(Ordering::Relaxed) - m.len() as isize;
+    let domain = Domain::new();
+    let m = SkipListMap::new(domain.clone());
+    // Fewer removals than a batch: nothing handed to the domain yet.
+    for i in 0..(BATCH as u64 / 2) {
+        m.map(i * P..(i + 1) * P, Some(new())).unwrap();
+        m.map(i * P..(i + 1) * P, None).unwrap();
+    }
+    domain.barrier();
+    assert_eq!(pending(&m), BATCH as isize / 2, "a partial batch waits");
+    m.barrier();
+    assert_eq!(pending(&m), 0, "the map's barrier frees partial batches");
+    // Many batches: each hand-off frees the batches whose grace period has ended.
+    for round in 0..20u64 {
+        for i in 0..BATCH as u64 {
+            let a = (round * BATCH as u64 + i) * P;
+            m.map(a..a + P, Some(new())).unwrap();
+            m.map(a..a + P, None).unwrap();
+        }
+        // Let the grace period of what was handed off so far end (no frees happen here).
+        domain.barrier();
+    }
+    assert!(
+        pending(&m) <= 2 * BATCH as isize,
+        "backlog bounded by the hand-offs: {} pending",
+        pending(&m)
+    );
+    m.map(0..P, Some(new())).unwrap();
+    m.map(0..P, None).unwrap();
+    assert!(pending(&m) > 0);
+    drop(m);
+    domain.barrier();
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        0,
+        "the map's drop frees pending nodes"
+    );
 }
 
 /// Regression (hint version wrap): an alloc reads the hint, walks a fully covered arena and
