@@ -151,12 +151,6 @@ impl<V: Send + 'static> RetireList<V> {
         }
         all
     }
-
-    /// Nodes retired and not yet freed.
-    #[cfg(test)]
-    pub(crate) fn pending(&self) -> usize {
-        self.batch.len() + self.limbo.iter().map(|(_, b)| b.len()).sum::<usize>()
-    }
 }
 
 impl<V: Send + 'static> SlotLocal for RetireList<V> {
