@@ -229,6 +229,10 @@ impl DesignOps for Coarse {
         prot: Prot,
     ) -> Result<(), VmError> {
         let mut regions = self.regions.write();
+        let overlaps = !regions.is_free(range.start, range.end);
+        if let Some(e) = semantics::growsdown_error(prot, overlaps) {
+            return Err(e);
+        }
         if regions.lookup(range.start).is_none() {
             return Err(VmError::OutOfMemory(Limit::Hole));
         }
