@@ -61,6 +61,11 @@ struct Page {
     returned: AtomicBool,
 }
 
+// SAFETY: the frame cell is shared between the cores (reads) and the shooter (the reuse write)
+// on purpose: loom tracks every access to it and reports any pair not ordered by
+// happens-before, which is exactly what the models check.
+unsafe impl Sync for Page {}
+
 struct World {
     sd: Shootdown,
     pages: Vec<Page>,
