@@ -358,6 +358,21 @@ mod tests {
     }
 
     #[test]
+    fn write_only_page_is_readable_before_its_first_write_like_x86() {
+        let s = space(1 << 20);
+        let mut c = s.attach().unwrap();
+        let a = c.mmap(0, P, Prot::WRITE, PA).unwrap();
+        let mut buf = [1u8; 8];
+        c.read(a, &mut buf).unwrap();
+        assert_eq!(buf, [0; 8]);
+        c.touch(a, Access::Read).unwrap();
+        assert_eq!(c.touch(a, Access::Exec), Err(Fault::Protection { addr: a }));
+        c.write(a, &[9; 8]).unwrap();
+        c.read(a, &mut buf).unwrap();
+        assert_eq!(buf, [9; 8]);
+    }
+
+    #[test]
     fn fresh_pages_read_as_zero() {
         let s = space(1 << 20);
         let mut c = s.attach().unwrap();

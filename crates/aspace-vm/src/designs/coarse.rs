@@ -50,7 +50,15 @@ impl Coarse {
 /// decides merging, `region.rs`).
 fn pte_prot(attrs: &Attrs) -> Prot {
     if attrs.sharing == Sharing::Private && attrs.anon == 0 && attrs.prot.contains(Prot::WRITE) {
-        Prot::from_bits_retain(attrs.prot.bits() & !Prot::WRITE.bits())
+        let stripped = attrs.prot.bits() & !Prot::WRITE.bits();
+        // x86: a write-only page is readable. Stripping WRITE from `-w-` must leave READ, or the
+        // read fault would install an entry that allows nothing and the access would fault forever
+        // (found by the differential test: `mmap(PROT_WRITE)` then a read hung).
+        if stripped & Prot::KNOWN.bits() == 0 {
+            Prot::from_bits_retain(stripped | Prot::READ.bits())
+        } else {
+            Prot::from_bits_retain(stripped)
+        }
     } else {
         attrs.prot
     }
