@@ -10,7 +10,8 @@
 //! (`differential/minimize.rs`) and reported with its seed and the minimal sequence as calls.
 //!
 //! Knobs: `ASPACE_DIFF_SEED=n` replays case `n` alone; `ASPACE_DIFF_CASES=n` runs `n` cases
-//! (default 2,000); `ASPACE_DIFF_OPS=n` ops per case (default 30).
+//! (default 2,000); `ASPACE_DIFF_OPS=n` ops per case (default 30); `ASPACE_DIFF_EXACT=1` also
+//! requires maps lines merged exactly as Linux merges them.
 //!
 //! Every test here uses the window, and the window needs a quiet address-space neighbourhood, so
 //! the tests run one at a time (`serial()`); this binary holds nothing else. The kernel-only tests
@@ -41,6 +42,14 @@ use snapshot::{Line, Outcome, Probe};
 
 /// Pages in the window.
 const PAGES: u64 = 64;
+
+/// Whether maps lines must be merged exactly like Linux's (see `differential/snapshot.rs`):
+/// `ASPACE_DIFF_EXACT=1`. Off by default: aspace does not yet model every kernel-internal merge
+/// blocker (`VM_ACCOUNT`; see /work/notes/engine-bugs.md), so by default the comparison is of
+/// pages and protections (lines coalesced on both sides).
+fn exact_maps() -> bool {
+    env_u64("ASPACE_DIFF_EXACT").is_some_and(|v| v != 0)
+}
 
 /// The generator's settings for the main test.
 fn gen_config() -> GenConfig {
@@ -80,11 +89,11 @@ fn aspace_matches_linux_on_random_sequences() {
     for &seed in &seeds {
         let ops = generate(seed, n_ops, &cfg);
         runner::set_seed(seed);
-        let run = runner::run_case(&mut kernel, &ops);
+        let run = runner::run_case(&mut kernel, &ops, exact_maps());
         ops_run += run.trace.len();
         skipped += run.skipped;
         if let Some(m) = &run.mismatch {
-            let report = runner::report_failure(&mut kernel, seed, &ops, m);
+            let report = runner::report_failure(&mut kernel, seed, &ops, m, exact_maps());
             panic!("{report}");
         }
     }
@@ -184,7 +193,7 @@ fn linux_probes_honour_protections_as_the_harness_assumes() {
         // Write back what is there, so a successful probe changes nothing.
         let data = if p < 5 { written.clone() } else { vec![0; 8] };
         assert_eq!(
-            k.writev(off + 0, &data[..1]),
+            k.writev(off, &data[..1]),
             expect_writev[p as usize],
             "process_vm_writev at page {p}"
         );
@@ -291,7 +300,7 @@ fn linux_keeps_written_neighbours_apart_in_maps() {
     assert_eq!(k.apply(&fill), Outcome::Ok(PAGE));
     let raw = k.raw_lines();
     assert_eq!(raw.len(), 2, "expected two lines, got {raw:?}");
-    assert_eq!(k.snapshot().lines.len(), 1);
+    assert_eq!(snapshot::coalesce(&raw).len(), 1);
 }
 
 /// The errnos Linux gives for bad input (what aspace must reproduce; the random test covers them

@@ -2,10 +2,12 @@
 //! the kernel window, with one attached core, driven by the same ops and probed into the same
 //! [`Snapshot`] shape.
 //!
-//! Probes use only the public API: `maps()` for the lines (not coalesced: aspace must merge
-//! adjacent equal regions itself), `touch` with each access kind for the per-page access results,
-//! and `read` of each readable page for the contents. Probing faults pages in (frames are filled),
-//! which changes nothing observable.
+//! Probes use only the public API: `maps()` for the lines, `touch(Read)` and `touch(Exec)` for
+//! the per-page access results, and `read` of each readable page for the contents. Read and exec
+//! faults change nothing observable (the kernel side faults the same pages in for reading through
+//! `/proc/self/mem`). Write faults do: they give a region its anon identity, which decides merging
+//! like Linux's `anon_vma`, so writes are probed only by `probe_writes` at the end of a case, on
+//! both sides alike.
 //!
 //! Not for: judging the results (that is `snapshot.rs`).
 
@@ -111,9 +113,23 @@ impl EngineWindow {
         }
     }
 
+    /// `touch(Write)` of every page: per page, what the write did.
+    pub fn probe_writes(&mut self) -> Vec<Probe> {
+        (0..self.pages)
+            .map(
+                |p| match self.core.touch(self.base + p * PAGE, Access::Write) {
+                    Ok(()) => Probe::Ok,
+                    Err(Fault::Unmapped { .. }) => Probe::Unmapped,
+                    Err(Fault::Protection { .. }) => Probe::Protection,
+                    Err(Fault::OutOfMemory { .. }) => panic!("aspace ran out of frames probing"),
+                },
+            )
+            .collect()
+    }
+
     /// The state of the window as aspace shows it.
     pub fn snapshot(&mut self) -> Snapshot {
-        let lines = self
+        let lines: Vec<Line> = self
             .space
             .maps()
             .into_iter()
@@ -124,24 +140,24 @@ impl EngineWindow {
                 shared: r.sharing == Sharing::Shared,
             })
             .collect();
+        // Reads and fetches are probed for real; writes are not (a write fault changes merge state
+        // (the region's anon identity) which the kernel side would have to mirror): the write
+        // column follows from the lines, and `probe_writes` probes writes at the end of a case.
+        let from_lines = Snapshot::access_from_lines(&lines, self.pages);
         let mut access_v = Vec::with_capacity(self.pages as usize);
         let mut contents = Vec::with_capacity(self.pages as usize);
         for p in 0..self.pages {
             let addr = self.base + p * PAGE;
-            let mut probes = [Probe::Ok; 3];
-            for (i, a) in [Access::Read, Access::Write, Access::Exec]
-                .into_iter()
-                .enumerate()
-            {
-                probes[i] = match self.core.touch(addr, a) {
-                    Ok(()) => Probe::Ok,
-                    Err(Fault::Unmapped { .. }) => Probe::Unmapped,
-                    Err(Fault::Protection { .. }) => Probe::Protection,
-                    Err(Fault::OutOfMemory { .. }) => panic!("aspace ran out of frames probing"),
-                };
-            }
-            access_v.push(probes);
-            contents.push(if probes[0] == Probe::Ok {
+            let probe = |r: Result<(), Fault>| match r {
+                Ok(()) => Probe::Ok,
+                Err(Fault::Unmapped { .. }) => Probe::Unmapped,
+                Err(Fault::Protection { .. }) => Probe::Protection,
+                Err(Fault::OutOfMemory { .. }) => panic!("aspace ran out of frames probing"),
+            };
+            let read = probe(self.core.touch(addr, Access::Read));
+            let exec = probe(self.core.touch(addr, Access::Exec));
+            access_v.push([read, from_lines[p as usize][1], exec]);
+            contents.push(if read == Probe::Ok {
                 let mut page = vec![0u8; PAGE as usize];
                 self.core.read(addr, &mut page).ok().map(|()| page)
             } else {

@@ -23,8 +23,10 @@
 //!   which the CPU can read on x86-64);
 //! - writes: `process_vm_writev` to self, which honours protections (`EFAULT` on a page without
 //!   `VM_WRITE` or not mapped) and never raises SIGSEGV. Where `/proc/self/maps` says a write
-//!   would fault, nothing is written (aspace's `write` translates every page before copying) and
-//!   `process_vm_writev` of one byte at the faulting address must fail with `EFAULT` (checked).
+//!   would fault, nothing is written (aspace's `write` translates every page before copying),
+//!   but the pages before the faulting one are write-faulted by storing their first byte back
+//!   (aspace faults them in for writing), and `process_vm_writev` of one byte at the faulting
+//!   address must fail with `EFAULT` (checked).
 //!
 //! Not for: deciding what aspace should do (the kernel is the reference; this only observes it).
 
@@ -32,7 +34,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::ops::{Acc, Op, PAGE};
-use super::snapshot::{coalesce, Line, Outcome, Probe, Snapshot};
+use super::snapshot::{Line, Outcome, Probe, Snapshot};
 
 const GUARD_PAGES: u64 = 16;
 const FIRST_CANDIDATE: u64 = 0x5a00_0000_0000;
@@ -170,6 +172,14 @@ impl KernelWindow {
                     let Outcome::Fault(_, fault_off) = fault else {
                         unreachable!()
                     };
+                    // aspace faults the pages before the faulting one in (for writing) and copies
+                    // nothing: mirror that by storing each such page's first byte back.
+                    let mut at = off;
+                    while at < fault_off {
+                        let b = self.mem_read(at, 1).expect("a writable page reads");
+                        assert_eq!(self.writev(at, &b), Ok(1), "write-faulting W + {at:#x}");
+                        at = (at / PAGE + 1) * PAGE;
+                    }
                     let r = self.writev(fault_off, &[0]);
                     assert_eq!(
                         r,
@@ -262,9 +272,32 @@ impl KernelWindow {
         parse_maps(&text, self.base, self.base + self.len())
     }
 
+    /// Write-faults every page (storing its first byte back where writable), like aspace's
+    /// `touch(Write)`: per page, what the write did. Checked against `process_vm_writev`, which
+    /// honours protections.
+    pub fn probe_writes(&self) -> Vec<Probe> {
+        let lines = self.raw_lines();
+        (0..self.pages)
+            .map(|p| {
+                let off = p * PAGE;
+                match first_fault(&lines, off, 1, Acc::Write) {
+                    Some(Outcome::Fault(kind, _)) => {
+                        assert_eq!(self.writev(off, &[0]), Err(libc::EFAULT), "W + {off:#x}");
+                        kind
+                    }
+                    _ => {
+                        let b = self.mem_read(off, 1).expect("a writable page reads");
+                        assert_eq!(self.writev(off, &b), Ok(1), "write-faulting W + {off:#x}");
+                        Probe::Ok
+                    }
+                }
+            })
+            .collect()
+    }
+
     /// The state of the window.
     pub fn snapshot(&self) -> Snapshot {
-        let lines = coalesce(&self.raw_lines());
+        let lines = self.raw_lines();
         let access = Snapshot::access_from_lines(&lines, self.pages);
         let mut contents = vec![None; self.pages as usize];
         let mut p = 0;

@@ -16,26 +16,26 @@ pub fn minimize<T: Clone>(items: &[T], mut fails: impl FnMut(&[T]) -> bool) -> V
     while cur.len() >= 2 {
         let chunk = cur.len().div_ceil(n);
         let mut reduced = false;
-        for i in 0..n {
+        let mut i = 0;
+        while i * chunk < cur.len() {
             let start = i * chunk;
-            if start >= cur.len() {
-                break;
-            }
             let end = (start + chunk).min(cur.len());
             let candidate: Vec<T> = cur[..start].iter().chain(&cur[end..]).cloned().collect();
             if fails(&candidate) {
                 cur = candidate;
-                n = (n - 1).max(2);
                 reduced = true;
                 break;
             }
+            i += 1;
         }
-        if !reduced {
-            if n >= cur.len() {
-                break;
-            }
-            n = (n * 2).min(cur.len());
+        if reduced {
+            n = (n - 1).max(2);
+            continue;
         }
+        if n >= cur.len() {
+            break;
+        }
+        n = (n * 2).min(cur.len());
     }
     cur
 }

@@ -107,7 +107,7 @@ fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 }
 
 /// Runs `ops` from a fresh state on both sides, comparing after every op.
-pub fn run_case(kernel: &mut KernelWindow, ops: &[Op]) -> Run {
+pub fn run_case(kernel: &mut KernelWindow, ops: &[Op], exact: bool) -> Run {
     let mut run = Run::default();
     kernel.reset();
     let (base, pages) = (kernel.base(), kernel.pages());
@@ -157,10 +157,48 @@ pub fn run_case(kernel: &mut KernelWindow, ops: &[Op]) -> Run {
                 return run;
             }
         };
-        if let Some(what) = diff_snapshots(&ks, &as_) {
+        if let Some(what) = diff_snapshots(&ks, &as_, exact) {
             run.mismatch = Some(Mismatch { step, what });
             return run;
         }
+    }
+    // Finally write-fault every page on both sides, and compare what that did and the state after.
+    let step = ops.len().saturating_sub(1);
+    set_context(format!(
+        "write-probing every page at the end\nsequence:\n{}",
+        listing(ops)
+    ));
+    let kw = kernel.probe_writes();
+    let aw = match guarded(|| engine.probe_writes()) {
+        Ok(w) => w,
+        Err(what) => {
+            run.mismatch = Some(Mismatch { step, what });
+            return run;
+        }
+    };
+    if let Some(p) = (0..kw.len()).find(|&p| kw[p] != aw[p]) {
+        run.mismatch = Some(Mismatch {
+            step,
+            what: format!(
+                "final write probe of page W + {:#x}: kernel {:?}, aspace {:?}",
+                p as u64 * super::ops::PAGE,
+                kw[p],
+                aw[p]
+            ),
+        });
+        return run;
+    }
+    let ks = kernel.snapshot();
+    match guarded(|| engine.snapshot()) {
+        Ok(as_) => {
+            if let Some(what) = diff_snapshots(&ks, &as_, exact) {
+                run.mismatch = Some(Mismatch {
+                    step,
+                    what: format!("after write-faulting every page at the end: {what}"),
+                });
+            }
+        }
+        Err(what) => run.mismatch = Some(Mismatch { step, what }),
     }
     run
 }
@@ -172,6 +210,7 @@ pub fn report_failure(
     seed: u64,
     ops: &[Op],
     first: &Mismatch,
+    exact: bool,
 ) -> String {
     // Panics inside aspace are expected while minimizing; one line each, not a backtrace.
     let hook = std::panic::take_hook();
@@ -179,8 +218,8 @@ pub fn report_failure(
         let at = info.location().map(|l| l.to_string()).unwrap_or_default();
         eprintln!("(minimizing) panic at {at}");
     }));
-    let minimal = minimize(ops, |cand| run_case(kernel, cand).mismatch.is_some());
-    let run = run_case(kernel, &minimal);
+    let minimal = minimize(ops, |cand| run_case(kernel, cand, exact).mismatch.is_some());
+    let run = run_case(kernel, &minimal, exact);
     std::panic::set_hook(hook);
 
     let mut s = format!(

@@ -4,11 +4,13 @@
 //! [`Outcome`] per op (the return value or errno of a call, the fault of an access, the bytes of a
 //! read) and, after every op, a [`Snapshot`] of the whole window:
 //! - `lines`: the regions as `/proc/self/maps` lists them (offsets from the window base,
-//!   permissions `rwx`, private or shared). The kernel's lines are first coalesced where adjacent
-//!   private lines have equal permissions: the kernel keeps such VMAs apart for reasons invisible
-//!   in `/proc/self/maps` (different `anon_vma`s after both were written, `VM_ACCOUNT` left by an
-//!   earlier writable protection, `VM_NORESERVE`), which no user-space model should imitate. The
-//!   aspace lines are compared as they are, so aspace must merge maximally (the check on merging).
+//!   permissions `rwx`, private or shared), uncoalesced. They are compared at two levels:
+//!   first with adjacent private lines of equal permissions coalesced on both sides (the pages'
+//!   mapped/protection state: any difference there is a semantic bug), then exactly (merging).
+//!   Linux keeps equal-looking neighbours apart for reasons `/proc/self/maps` does not show
+//!   (different `anon_vma`s once both were written, `VM_NORESERVE`, `VM_ACCOUNT` left by an
+//!   earlier writable protection); aspace models these merge rules (`region.rs`), so with
+//!   `exact` the lines must be identical, line for line.
 //! - `access`: per page, the result of a read, a write and an exec access (ok, unmapped, or
 //!   protection fault);
 //! - `contents`: per page, the bytes when the page is readable.
@@ -161,11 +163,21 @@ fn show_lines(lines: &[Line]) -> String {
     lines.iter().map(|l| format!("      {l}\n")).collect()
 }
 
-/// The first difference between the kernel's snapshot and aspace's, in words.
-pub fn diff_snapshots(kernel: &Snapshot, aspace: &Snapshot) -> Option<String> {
-    if kernel.lines != aspace.lines {
+/// The first difference between the kernel's snapshot and aspace's, in words. With `exact`,
+/// maps lines must also be merged exactly as Linux merges them.
+pub fn diff_snapshots(kernel: &Snapshot, aspace: &Snapshot, exact: bool) -> Option<String> {
+    if coalesce(&kernel.lines) != coalesce(&aspace.lines) {
         return Some(format!(
-            "maps differ:\n    kernel (adjacent equal private lines coalesced):\n{}    aspace:\n{}",
+            "mapped pages or protections differ:\n    kernel /proc/self/maps:\n{}    aspace maps():\n{}",
+            show_lines(&kernel.lines),
+            show_lines(&aspace.lines)
+        ));
+    }
+    if exact && kernel.lines != aspace.lines {
+        return Some(format!(
+            "same pages and protections, but regions are merged differently (Linux keeps \
+             neighbours apart for different anon_vmas, VM_NORESERVE or VM_ACCOUNT):\n    \
+             kernel /proc/self/maps:\n{}    aspace maps():\n{}",
             show_lines(&kernel.lines),
             show_lines(&aspace.lines)
         ));
