@@ -279,14 +279,17 @@ impl RegionSet {
         (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
     }
 
-    /// The largest range around `range` that holds no region, clipped to `bounds` (the unmapped
-    /// range widened to its neighbouring gaps, for page-table freeing). `range` must be free
-    /// now; `outcome` is what the edit that freed it saw.
+    /// The largest range around `range` that holds no region, within `[0, va_end)` (the unmapped
+    /// range widened to its neighbouring gaps, for page-table freeing). Not clipped to the
+    /// space's bounds: no region can exist below `min_addr` or above `max_addr`, so tables
+    /// covering those addresses are freeable too (clipping kept the tables that cover the low
+    /// 2 MiB alive forever; found by the conformance suite). `range` must be free now;
+    /// `outcome` is what the edit that freed it saw.
     pub(crate) fn gap_around(
         &self,
         range: Range<u64>,
         outcome: EditOutcome,
-        bounds: Bounds,
+        va_end: u64,
     ) -> Range<u64> {
         let lo = match outcome.prev_end {
             Some(e) => e,
@@ -294,9 +297,9 @@ impl RegionSet {
                 .map
                 .range(..=range.start)
                 .next_back()
-                .map_or(bounds.min_addr.min(range.start), |(&end, _)| end),
+                .map_or(0, |(&end, _)| end),
         };
-        let hi = outcome.next_start.min(bounds.max_addr.max(range.end));
+        let hi = outcome.next_start.min(va_end.max(range.end));
         lo.min(range.start)..hi.max(range.end)
     }
 
@@ -524,6 +527,7 @@ mod tests {
     use crate::semantics::vm_flags;
 
     const P: u64 = 4096;
+    const VA: u64 = 1 << crate::page_table::VA_BITS;
     const B: Bounds = Bounds {
         min_addr: 0x1_0000,
         max_addr: 0x100_0000,
@@ -758,18 +762,18 @@ mod tests {
             .edit(0x21000..0x22000, |_| None, usize::MAX, false)
             .unwrap();
         assert!(o.overlapped);
-        assert_eq!(s.gap_around(0x21000..0x22000, o, B), 0x21000..0x22000);
-        // Nothing below: the gap reaches min_addr; above: the next region's start.
+        assert_eq!(s.gap_around(0x21000..0x22000, o, VA), 0x21000..0x22000);
+        // Nothing below: the gap reaches address 0 (below min_addr); above: the next region's start.
         let o = s
             .edit(0x20000..0x21000, |_| None, usize::MAX, false)
             .unwrap();
         assert_eq!(o.prev_end, None);
-        assert_eq!(s.gap_around(0x20000..0x21000, o, B), 0x10000..0x22000);
+        assert_eq!(s.gap_around(0x20000..0x21000, o, VA), 0..0x22000);
         // The tail of a split region bounds the gap.
         let top = B.max_addr - 2 * P;
         let o = s.edit(top..top + P, |_| None, usize::MAX, false).unwrap();
         assert_eq!(o.next_start, top + P);
-        assert_eq!(s.gap_around(top..top + P, o, B), 0x23000..top + P);
+        assert_eq!(s.gap_around(top..top + P, o, VA), 0x23000..top + P);
         // A space that is full has no gap.
         let mut full = RegionSet::new();
         map(&mut full, B.min_addr, B.max_addr, rw());

@@ -21,7 +21,7 @@
 use super::{free_tables_locked, protect_locked, shootdown_all, zap_locked, DesignOps};
 use crate::error::{Fault, Limit, VmError};
 use crate::handle::Core;
-use crate::page_table::FillError;
+use crate::page_table::{FillError, VA_BITS};
 use crate::region::{Attrs, RegionSet, Slot};
 use crate::semantics::{self, vm_flags, AdviceEffect, MmapRequest, Placement};
 use crate::space::Shared;
@@ -219,9 +219,9 @@ impl DesignOps for Coarse {
         // unmapped next to a mapping in the same leaf table): a table is freeable only if it
         // covers part of `range` and lies inside the widened gap, and no leaf-sized block
         // touching `range` can lie inside it when `range` is surrounded closely enough.
-        let optimistic = sh.bounds.min_addr.min(range.start)..outcome.next_start;
+        let optimistic = 0..outcome.next_start;
         if may_free_tables(&range, &optimistic) {
-            let gap = regions.gap_around(range.clone(), outcome, sh.bounds);
+            let gap = regions.gap_around(range.clone(), outcome, 1 << VA_BITS);
             if may_free_tables(&range, &gap) {
                 free_tables_locked(sh, gap);
             }

@@ -81,10 +81,8 @@ pub fn check_region_set(maps: &[RegionInfo]) {
     }
 }
 
-/// Page tables left when no region is mapped. Should be 1 (the root); the engine currently keeps
-/// the 3 tables covering `[0, min_addr)` (reported in /work/notes/engine-bugs.md, "page tables
-/// below `min_addr`"), so the suite accepts up to 4 until that is fixed: more still fails.
-pub const EMPTY_TABLES: u64 = 4;
+/// Page tables left when no region is mapped: only the root.
+pub const EMPTY_TABLES: u64 = 1;
 
 /// Checks the cheap invariants: `maps()` equals the model's regions, region count, frame bounds,
 /// the page tables.

@@ -389,16 +389,17 @@ impl Model {
             let hint = (hint != 0 && hint <= self.max_addr - len).then_some(hint);
             Placement::Anywhere { hint }
         };
-        let sharing = match flags.bits() & MAP_TYPE {
-            0x01 => Sharing::Shared,
-            0x02 => Sharing::Private,
-            _ => return Err(libc::EINVAL),
-        };
+        // Placement (`get_unmapped_area`) fails before do_mmap looks at the map type.
         if let Placement::Anywhere { .. } = placement {
             if !self.has_gap(len) {
                 return Err(libc::ENOMEM);
             }
         }
+        let sharing = match flags.bits() & MAP_TYPE {
+            0x01 => Sharing::Shared,
+            0x02 => Sharing::Private,
+            _ => return Err(libc::EINVAL),
+        };
         Ok(MmapPlan {
             placement,
             len,
