@@ -56,7 +56,7 @@ fn gen_config() -> GenConfig {
     GenConfig {
         pages: PAGES,
         max_len_pages: 12,
-        shared_pct: 0,
+        shared_pct: 10,
         bad_pct: 6,
     }
 }
