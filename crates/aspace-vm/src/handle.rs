@@ -373,6 +373,24 @@ mod tests {
     }
 
     #[test]
+    fn written_region_made_read_only_stays_apart_from_a_fresh_read_only_neighbour() {
+        // Linux: VM_ACCOUNT survives mprotect(PROT_READ) once the region has an anon_vma.
+        let s = space(1 << 20);
+        let mut c = s.attach().unwrap();
+        let fixed = PA | MapFlags::FIXED;
+        let a = c.mmap(0x10_0000, 2 * P, Prot::READ_WRITE, fixed).unwrap();
+        c.write(a, &[1]).unwrap();
+        c.mprotect(a, 2 * P, Prot::READ).unwrap();
+        c.mmap(a + 2 * P, P, Prot::READ, fixed).unwrap();
+        assert_eq!(s.maps().len(), 2);
+        // Never written: mprotect drops VM_ACCOUNT and the neighbours merge.
+        let b = c.mmap(0x20_0000, 2 * P, Prot::READ_WRITE, fixed).unwrap();
+        c.mprotect(b, 2 * P, Prot::READ).unwrap();
+        c.mmap(b + 2 * P, P, Prot::READ, fixed).unwrap();
+        assert!(s.maps().iter().any(|r| r.start == b && r.end == b + 3 * P));
+    }
+
+    #[test]
     fn fresh_pages_read_as_zero() {
         let s = space(1 << 20);
         let mut c = s.attach().unwrap();

@@ -250,7 +250,13 @@ impl DesignOps for Coarse {
         let done = range.start..hole.unwrap_or(range.end);
         regions.edit(
             done.clone(),
-            |a| a.map(|a| Attrs { prot, ..a }),
+            |a| {
+                a.map(|a| Attrs {
+                    prot,
+                    flags: vm_flags::after_mprotect(a.flags, prot, a.sharing, a.anon != 0),
+                    ..a
+                })
+            },
             sh.config.max_map_count,
             false,
         )?;

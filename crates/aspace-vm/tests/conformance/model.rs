@@ -68,6 +68,29 @@ pub const PROT_GROWSUP: u32 = 0x0200_0000;
 /// `MAP_TYPE`: the mask of the mapping-type bits.
 pub const MAP_TYPE: u32 = 0x0f;
 
+/// Merge flag: `VM_NORESERVE`.
+pub const NORESERVE: u8 = 1 << 0;
+/// Merge flag: `VM_ACCOUNT`, set by `mmap` of a private writable mapping without
+/// `MAP_NORESERVE` (`accountable_mapping`) and by `mprotect` adding write to such a region;
+/// `mprotect` dropping write clears it only while the region has no `anon_vma`
+/// (`mprotect_fixup`, Linux 6.x).
+pub const ACCOUNT: u8 = 1 << 4;
+
+/// `VM_ACCOUNT` after `mprotect(prot)` (see [`ACCOUNT`]).
+pub fn account_after_mprotect(flags: u8, prot: Prot, sharing: Sharing, has_anon: bool) -> u8 {
+    if prot.contains(Prot::WRITE) {
+        if sharing == Sharing::Private && flags & NORESERVE == 0 {
+            flags | ACCOUNT
+        } else {
+            flags
+        }
+    } else if has_anon {
+        flags
+    } else {
+        flags & !ACCOUNT
+    }
+}
+
 /// Whether a frame backs a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Backed {
@@ -88,7 +111,8 @@ pub struct Page {
     pub sharing: Sharing,
     /// Which `mmap` call created it (shared pages merge only within one call).
     pub origin: u64,
-    /// `vm_flags` that only decide merging: bit 0 `VM_NORESERVE` (from `MAP_NORESERVE`).
+    /// `vm_flags` that only decide merging: [`NORESERVE`] (from `MAP_NORESERVE`) and
+    /// [`ACCOUNT`] (`VM_ACCOUNT`).
     pub flags: u8,
     /// Linux's `anon_vma` of a private page: 0 until the region's first write fault.
     pub anon: u64,
@@ -406,7 +430,12 @@ impl Model {
             prot: Prot::from_bits_retain(prot.bits() & Prot::KNOWN.bits()),
             sharing,
             populate: flags.contains(MapFlags::POPULATE),
-            flags: u8::from(flags.contains(MapFlags::NORESERVE)),
+            flags: {
+                let noreserve = flags.contains(MapFlags::NORESERVE);
+                let account =
+                    sharing == Sharing::Private && prot.contains(Prot::WRITE) && !noreserve;
+                (if noreserve { NORESERVE } else { 0 }) | (if account { ACCOUNT } else { 0 })
+            },
         })
     }
 
@@ -551,7 +580,10 @@ impl Model {
         let mut hole = false;
         for v in vpn(addr)..vpn(end) {
             match next.get_mut(&v) {
-                Some(p) => p.prot = new_prot,
+                Some(p) => {
+                    p.prot = new_prot;
+                    p.flags = account_after_mprotect(p.flags, new_prot, p.sharing, p.anon != 0);
+                }
                 None => {
                     hole = true;
                     break;
