@@ -552,6 +552,12 @@ mod tests {
         set.check();
     }
 
+    /// `mprotect`'s edit: the regions in `range` get `prot`, holes stay holes.
+    fn protect(set: &mut RegionSet, range: Range<u64>, prot: Prot) {
+        set.edit(range, |o| o.map(|o| Attrs { prot, ..o }), 10, false)
+            .unwrap();
+    }
+
     fn assign(s: &RegionSet, addr: u64) -> u64 {
         let ((e, slot), next) = s.lookup_with_next(addr).unwrap();
         s.assign_anon(e, slot, next, || s.fresh_anon())
@@ -688,18 +694,7 @@ mod tests {
         map(&mut s, 0x21000, 0x22000, with_prot(Prot::KNOWN));
         let a = assign(&s, 0x20000);
         assert_eq!(assign(&s, 0x21000), a);
-        s.edit(
-            0x21000..0x22000,
-            |o| {
-                o.map(|o| Attrs {
-                    prot: Prot::READ_WRITE,
-                    ..o
-                })
-            },
-            10,
-            false,
-        )
-        .unwrap();
+        protect(&mut s, 0x21000..0x22000, Prot::READ_WRITE);
         assert_eq!(lines(&s), vec![(0x20000, 0x22000, 3)]);
     }
 
@@ -715,30 +710,8 @@ mod tests {
         map(&mut s, 0x20000, 0x21000, sh(x));
         map(&mut s, 0x21000, 0x23000, sh(y));
         assert_eq!(s.len(), 2);
-        s.edit(
-            0x21000..0x22000,
-            |o| {
-                o.map(|o| Attrs {
-                    prot: Prot::READ,
-                    ..o
-                })
-            },
-            10,
-            false,
-        )
-        .unwrap();
-        s.edit(
-            0x21000..0x22000,
-            |o| {
-                o.map(|o| Attrs {
-                    prot: Prot::READ_WRITE,
-                    ..o
-                })
-            },
-            10,
-            false,
-        )
-        .unwrap();
+        protect(&mut s, 0x21000..0x22000, Prot::READ);
+        protect(&mut s, 0x21000..0x22000, Prot::READ_WRITE);
         s.check();
         assert_eq!(s.len(), 2);
     }
