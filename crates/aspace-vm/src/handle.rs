@@ -1,84 +1,52 @@
-//! A core's handle and the access path (`read`, `write`, `touch`), shared by every design.
+//! A core's handle ([`CoreHandle`]) and the access path (`read`, `write`, `touch`), shared by
+//! every design; also [`AddressSpace::attach`], which makes handles.
 //!
 //! A [`CoreHandle`] is one attached thread's view of the space: its soft TLB, its free-frame
-//! cache, its shootdown slot and its RCU reader ([`Core`]). It is `Send` (it may move to another
-//! thread) but not `Sync` (one thread uses it at a time). Dropping it detaches the core: its
-//! frame cache is drained to the global pool, its counters folded into the space's totals, its
-//! shootdown slot released.
+//! cache, its shootdown slot and its RCU reader (`core_state::Core`). It is `Send` (it may move
+//! to another thread) but not `Sync` (one thread uses it at a time). Dropping it detaches the
+//! core: its frame cache is drained to the global pool, its counters folded into the space's
+//! totals, its shootdown slot released.
 //!
 //! # The access path
 //!
 //! ```text
 //! loop {
-//!     begin_access            (odd access count; flushes the TLB if a shootdown was requested)
-//!     for each page: TLB lookup, else a lock-free page-table walk under the RCU read guard;
-//!         a present entry with the right -> TLB insert; otherwise -> end_access, call the
-//!         design's fault handler OUTSIDE the window (it takes locks), and retry
+//!     open an access window   (flushes the TLB if a shootdown was requested)
+//!     for each page: translate (TLB, else a lock-free page-table walk under the RCU guard);
+//!         none -> drop the window, call the design's fault handler OUTSIDE it (it takes
+//!         locks), and retry
 //!     copy the bytes (only after every page translated: a failing write copies nothing)
-//!     end_access
+//!     drop the window
 //! }
 //! ```
 //!
-//! Translations gathered in one window stay usable in the next unless its `begin_access`
-//! flushed: a shootdown that removed one of them either bumped our request before that
-//! `begin_access` (we flush and start over) or waits for the window to end before its caller
-//! frees the frame (`shootdown.rs`). So a multi-page access that faults on page `k` keeps pages
-//! `0..k` and resumes at `k`.
+//! Translations gathered in one window stay usable in the next unless opening it flushed: a
+//! shootdown that removed one of them either bumped our request before that window opened (we
+//! flush and start over) or waits for the window to end before its caller frees the frame
+//! (`shootdown.rs`). So a multi-page access that faults on page `k` keeps pages `0..k` and
+//! resumes at `k`.
 //!
-//! Frame memory is plain memory that other cores may read and write concurrently through their
-//! own translations (like RAM under real CPUs); copies use raw pointer copies within the
-//! access window, which is what keeps the frame from being freed or reused meanwhile.
+//! Frame memory is shared with other cores, which may read and write the same page through
+//! their own translations (like RAM under real CPUs). Bytes move in aligned atomic words
+//! (`frame_io.rs`): a concurrent reader sees each aligned 8-byte word either before or after a
+//! concurrent write of it, never torn.
 //!
 //! Not for: region rules or locks (`designs/`), validation (`semantics.rs`).
 
+use crate::access::AccessWindow;
+use crate::core_state::Core;
 use crate::designs::DesignOps;
 use crate::error::{Fault, VmError};
-use crate::frames::{Frame, FrameCache};
+use crate::frame_io;
 use crate::semantics;
-use crate::shootdown::CoreId;
-use crate::space::Shared;
-use crate::tlb::Tlb;
+use crate::space::{AddressSpace, Space};
 use crate::types::{Access, Advice, MapFlags, Prot, PAGE_SIZE};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// A core's private state, lent to the design's operations.
-pub(crate) struct Core {
-    /// The shootdown slot (and index of the per-core arrays).
-    pub(crate) id: CoreId,
-    /// The last flush request this core acted on.
-    pub(crate) seen: u64,
-    /// The soft TLB.
-    pub(crate) tlb: Tlb,
-    /// The free-frame cache.
-    pub(crate) cache: FrameCache,
-    /// The RCU reader that protects page-table walks.
-    pub(crate) reader: aspace_rcu::Reader,
-    /// Scratch: frames removed by a clear, freed after the shootdown.
-    pub(crate) freed: Vec<Frame>,
-    /// Scratch: translated frame addresses of a multi-page access.
-    pub(crate) pages: Vec<usize>,
-    /// The next anon identity this core hands out, and the end of its block.
-    pub(crate) anon_next: u64,
-    pub(crate) anon_end: u64,
-}
-
-impl Core {
-    /// A fresh anon identity from this core's block (a new block from `regions` when spent).
-    pub(crate) fn fresh_anon(&mut self, regions: &crate::region::RegionSet) -> u64 {
-        if self.anon_next == self.anon_end {
-            self.anon_next = regions.fresh_anon_block();
-            self.anon_end = self.anon_next + crate::region::ANON_BLOCK;
-        }
-        let id = self.anon_next;
-        self.anon_next += 1;
-        id
-    }
-}
-
 /// One core's handle on an [`crate::AddressSpace`].
 pub struct CoreHandle {
-    shared: Arc<Shared>,
+    space: Arc<Space>,
     core: Core,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
@@ -91,47 +59,31 @@ impl std::fmt::Debug for CoreHandle {
     }
 }
 
-/// The page-table walk of one page inside an access window: the frame address if a present
-/// entry allows `access` (and caches it in the TLB).
-#[inline]
-fn walk(sh: &Shared, core: &mut Core, va: u64, access: Access) -> Option<usize> {
-    let pte = {
-        let _guard = core.reader.read();
-        sh.tables.lookup(va)?
-    };
-    if !pte.prot().allows(access) {
-        return None;
-    }
-    let frame = sh.pool.ptr(pte.frame());
-    core.tlb.insert(va, frame, pte.prot());
-    Some(frame as usize)
-}
-
-/// Translates `va` inside an access window: TLB, then walk.
-#[inline(always)]
-fn translate(sh: &Shared, core: &mut Core, va: u64, access: Access) -> Option<usize> {
-    match core.tlb.lookup(va, access) {
-        Some(p) => Some(p as usize),
-        None => walk(sh, core, va, access),
+impl AddressSpace {
+    /// Attaches a new core: a handle through which one thread at a time maps, unmaps and
+    /// accesses memory. The handle is `Send` (it may move to another thread), not `Sync`; use
+    /// one per thread. Dropping it detaches the core.
+    ///
+    /// # Errors
+    /// [`VmError::TooManyCores`] when `max_cores` handles are alive.
+    pub fn attach(&self) -> Result<CoreHandle, VmError> {
+        let core = Core::attach(&self.space.shared)?;
+        Ok(CoreHandle {
+            space: Arc::clone(&self.space),
+            core,
+            _not_sync: PhantomData,
+        })
     }
 }
 
 impl CoreHandle {
-    pub(crate) fn new(shared: Arc<Shared>, core: Core) -> CoreHandle {
-        CoreHandle {
-            shared,
-            core,
-            _not_sync: PhantomData,
-        }
-    }
-
     /// Maps `len` bytes (rounded up to pages) like `mmap(addr, len, prot, flags, -1, 0)`:
     /// `addr` is a hint (0 for none), or the exact place with `MAP_FIXED` (replacing what is
     /// there) or `MAP_FIXED_NOREPLACE` (`EEXIST` if anything is there). Returns the start.
     ///
     /// # Errors
     /// Linux's errno for the same call: `EINVAL`, `ENOMEM`, `EEXIST`, `EBADF`, `EOPNOTSUPP`,
-    /// `EPERM` (see `semantics.rs` for every rule).
+    /// `EPERM` (see [`VmError`]).
     pub fn mmap(
         &mut self,
         addr: u64,
@@ -139,9 +91,9 @@ impl CoreHandle {
         prot: Prot,
         flags: MapFlags,
     ) -> Result<u64, VmError> {
-        let sh = &*self.shared;
-        let req = semantics::check_mmap(addr, len, prot, flags, sh.bounds)?;
-        sh.design.mmap(sh, &mut self.core, req)
+        let Space { design, shared } = &*self.space;
+        let req = semantics::check_mmap(addr, len, prot, flags, shared.bounds)?;
+        design.mmap(shared, &mut self.core, req)
     }
 
     /// Unmaps `[addr, addr + len)` like `munmap`: regions are split, unmapping nothing is fine.
@@ -150,9 +102,9 @@ impl CoreHandle {
     /// # Errors
     /// `EINVAL` for bad input; `ENOMEM` when a split would exceed `max_map_count`.
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), VmError> {
-        let sh = &*self.shared;
-        let range = semantics::check_munmap(addr, len, sh.bounds)?;
-        sh.design.munmap(sh, &mut self.core, range)
+        let Space { design, shared } = &*self.space;
+        let range = semantics::check_munmap(addr, len, shared.bounds)?;
+        design.munmap(shared, &mut self.core, range)
     }
 
     /// Changes the protection of `[addr, addr + len)` like `mprotect`.
@@ -161,10 +113,10 @@ impl CoreHandle {
     /// `EINVAL` for bad input or unknown bits; `ENOMEM` on a hole (after changing the regions
     /// before it, like Linux) or when splits would exceed `max_map_count`.
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<(), VmError> {
-        let sh = &*self.shared;
+        let Space { design, shared } = &*self.space;
         match semantics::check_mprotect(addr, len, prot)? {
             None => Ok(()),
-            Some((range, prot)) => sh.design.mprotect(sh, &mut self.core, range, prot),
+            Some((range, prot)) => design.mprotect(shared, &mut self.core, range, prot),
         }
     }
 
@@ -174,43 +126,38 @@ impl CoreHandle {
     /// `EINVAL` for bad input or unknown advice; `ENOMEM` when part of the range is unmapped
     /// (after applying the advice to the mapped parts, like Linux).
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<(), VmError> {
-        let sh = &*self.shared;
+        let Space { design, shared } = &*self.space;
         match semantics::check_madvise(addr, len, advice)? {
             None => Ok(()),
-            Some((range, effect)) => sh.design.madvise(sh, &mut self.core, range, effect),
+            Some((range, effect)) => design.madvise(shared, &mut self.core, range, effect),
         }
     }
 
     /// Copies `buf.len()` bytes starting at `addr` into `buf`, faulting pages in as needed.
+    /// Each aligned 8-byte word is read atomically (whole, never torn by a concurrent write).
     ///
     /// # Errors
     /// The [`Fault`] of the first page that cannot be read.
     pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        let len = buf.len();
-        let dst = buf.as_mut_ptr() as usize;
-        self.access(addr, len as u64, Access::Read, |frame, off, n| {
-            // SAFETY: `frame + off .. + n` lies inside one frame translated in the current
-            // access window (so it is not freed or reused until the window ends), `dst + off`
-            // inside `buf`; the two cannot overlap (frames are the pool's reservation).
-            unsafe {
-                std::ptr::copy_nonoverlapping(frame as *const u8, (dst + off) as *mut u8, n);
-            }
+        let len = buf.len() as u64;
+        self.access(addr, len, Access::Read, |frame, off, n| {
+            // SAFETY: `frame .. frame + n` lies inside one frame translated in the current
+            // access window (so it is not freed or reused until the window ends), and every
+            // access to frame memory goes through `frame_io`.
+            unsafe { frame_io::read_from_frame(frame as *const u8, &mut buf[off..off + n]) }
         })
     }
 
-    /// Copies `buf` to memory starting at `addr`, faulting pages in as needed.
+    /// Copies `buf` to memory starting at `addr`, faulting pages in as needed. Each aligned
+    /// 8-byte word is written atomically.
     ///
     /// # Errors
     /// The [`Fault`] of the first page that cannot be written; nothing is written then.
     pub fn write(&mut self, addr: u64, buf: &[u8]) -> Result<(), Fault> {
-        let len = buf.len();
-        let src = buf.as_ptr() as usize;
-        self.access(addr, len as u64, Access::Write, |frame, off, n| {
-            // SAFETY: as in `read`, with the roles of frame and buffer swapped; the translation
-            // allows writes.
-            unsafe {
-                std::ptr::copy_nonoverlapping((src + off) as *const u8, frame as *mut u8, n);
-            }
+        let len = buf.len() as u64;
+        self.access(addr, len, Access::Write, |frame, off, n| {
+            // SAFETY: as in `read`; the translation allows writes.
+            unsafe { frame_io::write_to_frame(&buf[off..off + n], frame as *mut u8) }
         })
     }
 
@@ -237,45 +184,41 @@ impl CoreHandle {
         if len == 0 {
             return Ok(());
         }
-        let sh = &*self.shared;
+        let Space { design, shared: sh } = &*self.space;
         let core = &mut self.core;
         let in_page = (addr % PAGE_SIZE) as usize;
         let result = if in_page as u64 + len <= PAGE_SIZE {
             // One page: no scratch list.
             loop {
-                sh.shootdown
-                    .begin_access(core.id, &mut core.seen, &mut core.tlb);
-                match translate(sh, core, addr, access) {
-                    Some(frame) => {
-                        copy(frame + in_page, 0, len as usize);
-                        sh.shootdown.end_access(core.id);
-                        break Ok(());
-                    }
-                    None => {
-                        sh.shootdown.end_access(core.id);
-                        if let Err(f) = sh.design.fault(sh, core, addr, access) {
-                            break Err(f);
-                        }
-                    }
+                let mut window = AccessWindow::open(sh, core);
+                if let Some(frame) = window.translate(addr, access) {
+                    copy(frame + in_page, 0, len as usize);
+                    break Ok(());
+                }
+                drop(window);
+                if let Err(f) = design.fault(sh, core, addr, access) {
+                    break Err(f);
                 }
             }
         } else {
-            Self::access_pages(sh, core, addr, len, access, &mut copy)
+            Self::access_pages(self.space.as_ref(), core, addr, len, access, &mut copy)
         };
-        sh.counters(core.id)
+        sh.counters
+            .of(core.id)
             .publish_tlb(core.tlb.hits(), core.tlb.misses());
         result
     }
 
     /// The multi-page case of [`CoreHandle::access`].
     fn access_pages(
-        sh: &Shared,
+        space: &Space,
         core: &mut Core,
         addr: u64,
         len: u64,
         access: Access,
         copy: &mut impl FnMut(usize, usize, usize),
     ) -> Result<(), Fault> {
+        let Space { design, shared: sh } = space;
         let first = addr & !(PAGE_SIZE - 1);
         // The last byte; an access running past 2^64 faults at the first unmapped page anyway
         // (nothing maps above max_addr), so clamp instead of overflowing.
@@ -284,22 +227,18 @@ impl CoreHandle {
         let mut pages = std::mem::take(&mut core.pages);
         pages.clear();
         let result = 'outer: loop {
-            if sh
-                .shootdown
-                .begin_access(core.id, &mut core.seen, &mut core.tlb)
-            {
+            let mut window = AccessWindow::open(sh, core);
+            if window.flushed() {
                 // Translations of earlier windows may be stale: start over.
                 pages.clear();
             }
             while pages.len() < npages {
-                let i = pages.len();
-                let page = first + i as u64 * PAGE_SIZE;
-                match translate(sh, core, page, access) {
+                let page = first + pages.len() as u64 * PAGE_SIZE;
+                match window.translate(page, access) {
                     Some(frame) => pages.push(frame),
                     None => {
-                        sh.shootdown.end_access(core.id);
-                        let va = page.max(addr);
-                        if let Err(f) = sh.design.fault(sh, core, va, access) {
+                        drop(window);
+                        if let Err(f) = design.fault(sh, core, page.max(addr), access) {
                             break 'outer Err(f);
                         }
                         continue 'outer;
@@ -313,7 +252,6 @@ impl CoreHandle {
                 copy(frame + start, off, n);
                 off += n;
             }
-            sh.shootdown.end_access(core.id);
             break Ok(());
         };
         core.pages = pages;
@@ -323,12 +261,7 @@ impl CoreHandle {
 
 impl Drop for CoreHandle {
     fn drop(&mut self) {
-        let sh = &*self.shared;
-        self.core.cache.drain(&sh.pool);
-        sh.counters(self.core.id)
-            .publish_tlb(self.core.tlb.hits(), self.core.tlb.misses());
-        sh.retire_counters(self.core.id);
-        sh.shootdown.unregister(self.core.id);
+        self.core.detach(&self.space.shared);
     }
 }
 

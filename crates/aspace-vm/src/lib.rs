@@ -74,15 +74,20 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod access;
 pub mod config;
+mod core_state;
+mod counters;
 mod designs;
 pub mod error;
+mod frame_io;
 mod frames;
 mod handle;
 mod page_table;
 mod region;
 mod reservation;
 mod semantics;
+mod shared;
 mod shootdown;
 mod space;
 pub mod stats;

@@ -269,28 +269,6 @@ pub(crate) fn check_mmap(
     })
 }
 
-/// Where a hinted or unconstrained `mmap` of `len` bytes goes, given `is_free(start, end)` and a
-/// top-down gap search `find_gap(len)`; `ENOMEM` when no gap is large enough.
-pub(crate) fn place(
-    placement: Placement,
-    len: u64,
-    bounds: Bounds,
-    is_free: impl FnOnce(u64, u64) -> bool,
-    find_gap: impl FnOnce(u64) -> Option<u64>,
-) -> Result<u64, VmError> {
-    match placement {
-        Placement::Fixed(a) | Placement::NoReplace(a) => Ok(a),
-        Placement::Hint(h) => {
-            if h <= bounds.max_addr - len && is_free(h, h + len) {
-                Ok(h)
-            } else {
-                find_gap(len).ok_or(VmError::OutOfMemory(Limit::AddressSpace))
-            }
-        }
-        Placement::Anywhere => find_gap(len).ok_or(VmError::OutOfMemory(Limit::AddressSpace)),
-    }
-}
-
 /// Validates `munmap(addr, len)` (`do_vmi_munmap`): the page range to unmap.
 ///
 /// # Errors
@@ -538,27 +516,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.flags, vm_flags::STACK);
-    }
-
-    #[test]
-    fn place_honours_a_free_hint_and_searches_otherwise() {
-        let gap = |_| Some(0x5000_0000);
-        assert_eq!(
-            place(Placement::Hint(0x20_0000), 4096, B, |_, _| true, gap),
-            Ok(0x20_0000)
-        );
-        assert_eq!(
-            place(Placement::Hint(0x20_0000), 4096, B, |_, _| false, gap),
-            Ok(0x5000_0000)
-        );
-        assert_eq!(
-            place(Placement::Hint((1 << 47) - 4096), 8192, B, |_, _| true, gap),
-            Ok(0x5000_0000)
-        );
-        assert_eq!(
-            errno(place(Placement::Anywhere, 4096, B, |_, _| true, |_| None)),
-            libc::ENOMEM
-        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The designs: one concurrency strategy each for the region set, page faults and the system
-//! calls (DESIGN §6 "Designs"), behind one internal interface the core handle dispatches to.
+//! calls, behind one internal interface the core handle dispatches to.
 //!
 //! [`DesignOps`] is that interface: the four system calls (already validated by `semantics.rs`
 //! down to the parts that need the region set), the page-fault handler the access path calls
@@ -8,20 +8,20 @@
 //! (no virtual call on the fault path). A new design (`faultlock`, `hybrid`, `bonsai`, `radix`,
 //! `interval`) adds a file here, a variant to [`Designs`] and to `config::Design`.
 //!
-//! The helpers at the bottom are the steps every design performs in the same order after it
-//! changed its region set under its own locks: clear page-table entries, shoot down, free the
-//! frames, free page tables with the neighbouring gaps. They encode the crate's rule that **a
-//! frame is reused only after the shootdown that removed its last translation returned**.
+//! A design is a **lock policy** over shared parts: it owns a region store
+//! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`
+//! with the store borrowed from its lock guard; placement lives in `placement.rs`.
 //!
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
 pub(crate) mod coarse;
+mod placement;
+mod syscalls;
 
+use crate::core_state::Core;
 use crate::error::{Fault, VmError};
-use crate::handle::Core;
 use crate::semantics::{AdviceEffect, MmapRequest};
-use crate::shootdown::Targets;
-use crate::space::Shared;
+use crate::shared::Shared;
 use crate::types::{Access, Prot, RegionInfo};
 use std::ops::Range;
 
@@ -77,7 +77,7 @@ impl Designs {
     /// The implementation of `design`.
     pub(crate) fn new(design: crate::config::Design) -> Designs {
         match design {
-            crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::new()),
+            crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
         }
     }
 }
@@ -121,45 +121,4 @@ impl DesignOps for Designs {
     fn region_count(&self) -> u64 {
         dispatch!(self, d => d.region_count())
     }
-}
-
-/// Removes every translation of `range` and frees its frames: clears the page-table entries,
-/// shoots down (broadcast) if any was present, then gives the frames to the caller's cache.
-/// Returns whether anything was mapped.
-///
-/// # Preconditions
-/// The caller excludes fills in `range` (the design's write lock) and is not inside an access.
-pub(crate) fn zap_locked(sh: &Shared, core: &mut Core, range: Range<u64>) -> bool {
-    let mut freed = std::mem::take(&mut core.freed);
-    sh.tables.clear_range(range, &mut freed);
-    let any = !freed.is_empty();
-    if any {
-        sh.shootdown.shootdown(Targets::All);
-        // Every core that could still translate to these frames has flushed or finished its
-        // access: they may be zeroed and reused.
-        core.cache.free_all(&sh.pool, &mut freed);
-    }
-    core.freed = freed;
-    any
-}
-
-/// Frees the page tables inside `gap` (an unmapped range widened to its neighbouring gaps).
-///
-/// # Preconditions
-/// No region intersects `gap`, its entries were cleared, and the caller excludes fills in it.
-pub(crate) fn free_tables_locked(sh: &Shared, gap: Range<u64>) {
-    sh.tables.free_tables(gap, &sh.domain);
-}
-
-/// Rewrites the entries of `range` to `prot`, shooting down if a right was removed.
-///
-/// # Preconditions
-/// The caller excludes fills in `range` and is not inside an access.
-pub(crate) fn protect_locked(sh: &Shared, range: Range<u64>, prot: Prot) -> bool {
-    sh.tables.protect_range(range, prot)
-}
-
-/// Broadcast shootdown (after entries were downgraded).
-pub(crate) fn shootdown_all(sh: &Shared) {
-    sh.shootdown.shootdown(Targets::All);
 }

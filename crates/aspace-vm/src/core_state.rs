@@ -1,0 +1,80 @@
+//! A core's private state ([`Core`]): what one attached thread owns and lends to the design's
+//! operations and to its access windows: its shootdown slot id, soft TLB, free-frame cache, RCU
+//! reader, anon identity block and scratch buffers.
+//!
+//! One thread uses a core at a time (the public `CoreHandle` owning it is `Send`, not `Sync`),
+//! so nothing here is synchronized except through the shared structures it points into.
+//!
+//! Not for: the access window (`access.rs`) or the public handle (`handle.rs`).
+
+use crate::error::VmError;
+use crate::frames::{Frame, FrameCache};
+use crate::region::plan::EditBuffers;
+use crate::region::AnonId;
+use crate::shared::Shared;
+use crate::shootdown::CoreId;
+use crate::tlb::Tlb;
+use std::ops::Range;
+
+/// A core's private state (module doc).
+pub(crate) struct Core {
+    /// The shootdown slot (and index of the per-core arrays).
+    pub(crate) id: CoreId,
+    /// The last flush request this core acted on.
+    pub(crate) seen: u64,
+    /// The soft TLB.
+    pub(crate) tlb: Tlb,
+    /// The free-frame cache.
+    pub(crate) cache: FrameCache,
+    /// The RCU reader that protects page-table walks.
+    pub(crate) reader: aspace_rcu::Reader,
+    /// Scratch: frames removed by a clear, freed after the shootdown.
+    pub(crate) freed: Vec<Frame>,
+    /// Scratch: translated frame addresses of a multi-page access.
+    pub(crate) pages: Vec<usize>,
+    /// Scratch: the buffers of region edits.
+    pub(crate) edits: EditBuffers,
+    /// The rest of this core's block of anon identities.
+    anon: Range<u64>,
+}
+
+impl Core {
+    /// Registers a new core with the space `sh`.
+    ///
+    /// # Errors
+    /// [`VmError::TooManyCores`] when every shootdown slot is taken.
+    pub(crate) fn attach(sh: &Shared) -> Result<Core, VmError> {
+        let id = sh.shootdown.register()?;
+        Ok(Core {
+            id,
+            seen: sh.shootdown.current_request(id),
+            tlb: Tlb::new(sh.config.tlb_entries),
+            cache: FrameCache::new(),
+            reader: sh.domain.register(),
+            freed: Vec::new(),
+            pages: Vec::new(),
+            edits: EditBuffers::default(),
+            anon: 0..0,
+        })
+    }
+
+    /// Unregisters the core: its cached frames go back to the pool, its counters into the
+    /// space's totals, its shootdown slot is freed. The core must not be used afterwards.
+    pub(crate) fn detach(&mut self, sh: &Shared) {
+        self.cache.drain(&sh.pool);
+        let counters = sh.counters.of(self.id);
+        counters.publish_tlb(self.tlb.hits(), self.tlb.misses());
+        sh.counters.retire(self.id);
+        sh.shootdown.unregister(self.id);
+    }
+
+    /// A fresh anon identity from this core's block (a new block from `sh` when spent).
+    pub(crate) fn fresh_anon(&mut self, sh: &Shared) -> AnonId {
+        if self.anon.is_empty() {
+            self.anon = sh.anon_ids.block();
+        }
+        let id = self.anon.start;
+        self.anon.start += 1;
+        AnonId::decode(id).expect("identity blocks start at 1")
+    }
+}

@@ -1,0 +1,123 @@
+//! Per-core event counters (faults, fills, TLB hits and misses), summed when read.
+//!
+//! Each core's counters live in a cache-padded slot indexed by its core id and written only by
+//! that core (`Relaxed` load + store, no read-modify-write), so counting costs no shared cache
+//! line. A detaching core folds its counts into `retired` and zeroes its slot. Statistics only:
+//! every access is `Relaxed`, and a sum taken while cores run is not atomic across fields.
+//!
+//! Not for: gauges (frames, tables, regions: their owners count them) or shootdown counts
+//! (`shootdown.rs`).
+
+use crate::shootdown::CoreId;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One core's event counters.
+#[derive(Debug, Default)]
+pub(crate) struct CoreCounters {
+    faults: AtomicU64,
+    fills: AtomicU64,
+    tlb_hits: AtomicU64,
+    tlb_misses: AtomicU64,
+}
+
+/// The event totals, as [`Counters::sum`] reads them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct EventTotals {
+    pub(crate) faults: u64,
+    pub(crate) fills: u64,
+    pub(crate) tlb_hits: u64,
+    pub(crate) tlb_misses: u64,
+}
+
+impl CoreCounters {
+    /// +1 by the owning core (load + store: it is the only writer).
+    #[inline]
+    fn bump(c: &AtomicU64) {
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// One more fault handled.
+    #[inline]
+    pub(crate) fn bump_faults(&self) {
+        Self::bump(&self.faults);
+    }
+
+    /// One more fill with a fresh frame.
+    #[inline]
+    pub(crate) fn bump_fills(&self) {
+        Self::bump(&self.fills);
+    }
+
+    /// Publishes the core's TLB totals.
+    #[inline]
+    pub(crate) fn publish_tlb(&self, hits: u64, misses: u64) {
+        self.tlb_hits.store(hits, Ordering::Relaxed);
+        self.tlb_misses.store(misses, Ordering::Relaxed);
+    }
+
+    fn fields(&self) -> [&AtomicU64; 4] {
+        [&self.faults, &self.fills, &self.tlb_hits, &self.tlb_misses]
+    }
+
+    fn read(&self) -> EventTotals {
+        let [faults, fills, tlb_hits, tlb_misses] =
+            self.fields().map(|c| c.load(Ordering::Relaxed));
+        EventTotals {
+            faults,
+            fills,
+            tlb_hits,
+            tlb_misses,
+        }
+    }
+}
+
+impl std::ops::AddAssign for EventTotals {
+    fn add_assign(&mut self, o: EventTotals) {
+        self.faults += o.faults;
+        self.fills += o.fills;
+        self.tlb_hits += o.tlb_hits;
+        self.tlb_misses += o.tlb_misses;
+    }
+}
+
+/// The counters of every core slot of a space, plus the totals of detached cores.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    slots: Box<[CachePadded<CoreCounters>]>,
+    retired: CoreCounters,
+}
+
+impl Counters {
+    /// Zeroed counters for `max_cores` slots.
+    pub(crate) fn new(max_cores: usize) -> Counters {
+        Counters {
+            slots: (0..max_cores).map(|_| CachePadded::default()).collect(),
+            retired: CoreCounters::default(),
+        }
+    }
+
+    /// The counters of core `id`.
+    #[inline]
+    pub(crate) fn of(&self, id: CoreId) -> &CoreCounters {
+        &self.slots[id.index()]
+    }
+
+    /// Folds a detaching core's counters into the totals and clears its slot.
+    pub(crate) fn retire(&self, id: CoreId) {
+        let c = self.of(id);
+        for (total, slot) in self.retired.fields().into_iter().zip(c.fields()) {
+            total.fetch_add(slot.load(Ordering::Relaxed), Ordering::Relaxed);
+            slot.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The totals over every core, attached or detached.
+    pub(crate) fn sum(&self) -> EventTotals {
+        let mut t = self.retired.read();
+        for c in self.slots.iter() {
+            t += c.read();
+        }
+        t
+    }
+}

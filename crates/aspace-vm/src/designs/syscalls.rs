@@ -1,0 +1,371 @@
+//! The Linux bodies of `mmap`, `munmap`, `mprotect`, `madvise` and the page fault, shared by
+//! every design (gVisor's `syscalls.go` over `vma.go`; Linux's `do_mmap` under
+//! `vm_mmap_pgoff`'s `mmap_write_lock`).
+//!
+//! Each `*_locked` function takes the region store *borrowed from the caller's lock guard*:
+//! `&mut` for the system calls (the caller excludes every other edit and every fault of the
+//! range), `&` for the fault (the caller excludes edits of the faulting region). So "the caller
+//! holds the lock" is a type, not a comment; a design is the lock policy around these calls.
+//! Arguments arrive validated (`semantics.rs`); these bodies apply the rules that need the
+//! regions and the page tables, in Linux's order:
+//!
+//! - `mmap`: placement (`placement.rs`; Linux reports a bad mapping type only after placement,
+//!   and `EEXIST` before it), the region edit (splitting, merging, `max_map_count`), removal of
+//!   replaced translations for `MAP_FIXED`, then `MAP_POPULATE` (write faults for writable
+//!   private mappings; running out of frames still returns success, as in Linux);
+//! - `munmap`: the edit, then [`zap_locked`] and the freeing of page tables that no region
+//!   covers any more (the range widened to its neighbouring gaps, SOSP'25 §3.1 Fig. 4);
+//! - `mprotect`: applied region by region up to the first hole, then `ENOMEM` (the prefix keeps
+//!   the new protection); entries are rewritten and a shootdown is sent if rights were removed;
+//! - `madvise`: `DONTNEED` drops private pages (shared anonymous pages keep their contents);
+//!   read hints set flags; any hole gives `ENOMEM` after the mapped parts were handled;
+//! - the fault: region lookup, rights check, first-write anon identity, then the page-table
+//!   fill; a read fault of a private writable region without identity maps without `WRITE`
+//!   (Linux's zero page), so the first write faults again and gives the region its identity.
+//!
+//! The crate's rule that **a frame is reused only after the shootdown that removed its last
+//! translation returned** is encoded in [`zap_locked`] and `madvise`'s `DONTNEED`.
+//!
+//! Not for: locks (the designs), argument validation (`semantics.rs`), region rules
+//! (`region/plan.rs`), the access path (`handle.rs`).
+
+use super::placement;
+use crate::core_state::Core;
+use crate::error::{Fault, Limit, VmError};
+use crate::page_table::{FillError, VA_BITS};
+use crate::region::plan::{adopted_anon, OnOverlap};
+use crate::region::store::{RegionRef, RegionStore};
+use crate::region::Attrs;
+use crate::semantics::{vm_flags, AdviceEffect, MmapRequest, Placement};
+use crate::shared::Shared;
+use crate::shootdown::Targets;
+use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
+use std::ops::Range;
+
+/// The protection a page-table entry of a region gets when filled: a private writable region
+/// that has no anon identity yet maps the page without `WRITE`, like Linux's zero page, so that
+/// the first write faults and gives the region its identity (which decides merging).
+fn pte_prot(attrs: &Attrs) -> Prot {
+    if attrs.sharing == Sharing::Private && attrs.anon.is_none() && attrs.prot.contains(Prot::WRITE)
+    {
+        let stripped = attrs.prot.bits() & !Prot::WRITE.bits();
+        // x86: a write-only page is readable. Stripping WRITE from `-w-` must leave READ, or the
+        // read fault would install an entry that allows nothing and the access would fault forever
+        // (found by the differential test: `mmap(PROT_WRITE)` then a read hung).
+        if stripped & Prot::KNOWN.bits() == 0 {
+            Prot::from_bits_retain(stripped | Prot::READ.bits())
+        } else {
+            Prot::from_bits_retain(stripped)
+        }
+    } else {
+        attrs.prot
+    }
+}
+
+/// Fills `page` of `region` for `access`, first giving the region an anon identity on a write
+/// (a compatible adjacent neighbour's, else a fresh one).
+///
+/// # Preconditions
+/// `regions` is borrowed from the caller's lock (either mode), `region` is one of its regions,
+/// contains `page`, and allows `access`.
+fn fill_locked(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &impl RegionStore,
+    region: RegionRef<'_>,
+    page: u64,
+    access: Access,
+) -> Result<(), FillError> {
+    debug_assert!(region.start() <= page && page < region.end());
+    let attrs = region.attrs();
+    if access == Access::Write && attrs.anon.is_none() && attrs.sharing == Sharing::Private {
+        let (prev, next) = regions.neighbours(&region);
+        let id = adopted_anon(&region.region(), prev.as_ref(), next.as_ref())
+            .unwrap_or_else(|| core.fresh_anon(sh));
+        region.adopt_anon(id);
+    }
+    let prot = pte_prot(&region.attrs());
+    let mut filled = false;
+    let pte = sh.tables.fill(page, prot, || {
+        let f = core.cache.alloc(&sh.pool);
+        filled = f.is_some();
+        f
+    })?;
+    if filled {
+        sh.counters.of(core.id).bump_fills();
+    } else if !pte.prot().allows(access) {
+        // Present without the right the region now grants: a zero-page-like entry of a read
+        // fault being written. Upgrade it (rights only grow: no shootdown).
+        sh.tables.protect_range(page..page + PAGE_SIZE, prot);
+    }
+    Ok(())
+}
+
+/// Removes every translation of `range` and frees its frames: clears the page-table entries,
+/// shoots down (broadcast) if any was present, then gives the frames to the caller's cache.
+/// Returns whether anything was mapped.
+///
+/// # Preconditions
+/// The caller excludes fills in `range` (no region covers it any more, or the caller holds the
+/// store exclusively) and is not inside an access window (it holds `&mut Core`).
+fn zap_locked(sh: &Shared, core: &mut Core, range: Range<u64>) -> bool {
+    let mut freed = std::mem::take(&mut core.freed);
+    sh.tables.clear_range(range, &mut freed);
+    let any = !freed.is_empty();
+    if any {
+        sh.shootdown.shootdown(Targets::All);
+        // Every core that could still translate to these frames has flushed or finished its
+        // access: they may be zeroed and reused.
+        core.cache.free_all(&sh.pool, &mut freed);
+    }
+    core.freed = freed;
+    any
+}
+
+/// Bytes one leaf page table maps.
+const LEAF_SPAN: u64 = 512 * PAGE_SIZE;
+
+/// Whether unmapping `range` can have left a page table with no region: some leaf-sized
+/// aligned block that overlaps `range` lies inside `gap` (a table of any level that became free
+/// covers such a block; tables that lie wholly in the old gaps were freed when those gaps
+/// formed, so only tables overlapping `range` are candidates).
+fn may_free_tables(range: &Range<u64>, gap: &Range<u64>) -> bool {
+    let first = range.start & !(LEAF_SPAN - 1);
+    let last = (range.end - 1) & !(LEAF_SPAN - 1);
+    if last > first + LEAF_SPAN {
+        return true;
+    }
+    [first, last]
+        .iter()
+        .any(|&b| gap.start <= b && b.saturating_add(LEAF_SPAN) <= gap.end)
+}
+
+/// `mmap` of a validated request (module doc). Returns the start of the mapping.
+///
+/// # Errors
+/// `EEXIST`, `ENOMEM` (no gap, `max_map_count`), or the mapping-type error of `req`.
+pub(crate) fn mmap_locked(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &mut impl RegionStore,
+    req: MmapRequest,
+) -> Result<u64, VmError> {
+    let bounds = sh.bounds;
+    let sharing = match req.sharing {
+        Ok(s) => s,
+        Err(e) => {
+            // Linux reports a bad mapping type only after placement (and EEXIST).
+            let start = placement::find_locked(regions, req.placement, req.len, bounds)?;
+            if matches!(req.placement, Placement::NoReplace(_))
+                && !regions.is_free(start, start + req.len)
+            {
+                return Err(VmError::Exists);
+            }
+            return Err(e);
+        }
+    };
+    let attrs = Attrs {
+        prot: req.prot,
+        sharing,
+        flags: req.flags,
+        anon: match sharing {
+            Sharing::Shared => Some(core.fresh_anon(sh)),
+            Sharing::Private => None,
+        },
+    };
+    let (start, outcome) = placement::map_placed_locked(
+        core,
+        regions,
+        req.placement,
+        req.len,
+        attrs,
+        bounds,
+        sh.config.max_map_count,
+    )?;
+    let range = start..start + req.len;
+    if outcome.overlapped {
+        // MAP_FIXED replaced mappings: their translations go, like munmap's.
+        zap_locked(sh, core, range.clone());
+    }
+    if req.populate && req.prot.allows(Access::Read) {
+        // Linux populates writable private mappings with write faults.
+        let access = if req.prot.contains(Prot::WRITE) {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        let region = regions.lookup(start).expect("just mapped");
+        for page in range.step_by(PAGE_SIZE as usize) {
+            // Like Linux, a populate that runs out of memory still returns success.
+            if fill_locked(sh, core, regions, region, page, access).is_err() {
+                break;
+            }
+        }
+    }
+    Ok(start)
+}
+
+/// `munmap` of a validated, non-empty page range.
+///
+/// # Errors
+/// `ENOMEM` when a split would exceed `max_map_count` (nothing changed).
+pub(crate) fn munmap_locked(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &mut impl RegionStore,
+    range: Range<u64>,
+) -> Result<(), VmError> {
+    let outcome = regions.edit(
+        &mut core.edits,
+        range.clone(),
+        |_| None,
+        OnOverlap::Rewrite,
+        sh.config.max_map_count,
+    )?;
+    if !outcome.overlapped {
+        return Ok(());
+    }
+    zap_locked(sh, core, range.clone());
+    // Skip the table walk when no table can have become free (the common case of a page
+    // unmapped next to a mapping in the same leaf table): a table is freeable only if it
+    // covers part of `range` and lies inside the widened gap, and no leaf-sized block
+    // touching `range` can lie inside it when `range` is surrounded closely enough.
+    let optimistic = 0..outcome.next_start;
+    if may_free_tables(&range, &optimistic) {
+        let gap = regions.gap_around(range.clone(), outcome, 1 << VA_BITS);
+        if may_free_tables(&range, &gap) {
+            // No region intersects `gap`, its entries were cleared, and the store is held
+            // exclusively: no fill can run in it.
+            sh.tables.free_tables(gap, &sh.domain);
+        }
+    }
+    Ok(())
+}
+
+/// `mprotect` of a validated, non-empty page range with known prot bits.
+///
+/// # Errors
+/// `ENOMEM` on a hole (after changing the regions before it) or when splits would exceed
+/// `max_map_count`; the `PROT_GROWSDOWN` errors.
+pub(crate) fn mprotect_locked(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &mut impl RegionStore,
+    range: Range<u64>,
+    prot: Prot,
+) -> Result<(), VmError> {
+    let overlaps = !regions.is_free(range.start, range.end);
+    if let Some(e) = crate::semantics::growsdown_error(prot, overlaps) {
+        return Err(e);
+    }
+    if regions.lookup(range.start).is_none() {
+        return Err(VmError::OutOfMemory(Limit::Hole));
+    }
+    // Linux applies the change region by region and stops with ENOMEM at the first hole:
+    // the prefix before the hole keeps the new protection.
+    let hole = regions.first_hole(range.clone());
+    let done = range.start..hole.unwrap_or(range.end);
+    regions.edit(
+        &mut core.edits,
+        done.clone(),
+        |a| {
+            a.map(|a| Attrs {
+                prot,
+                flags: vm_flags::after_mprotect(a.flags, prot, a.sharing, a.anon.is_some()),
+                ..a
+            })
+        },
+        OnOverlap::Rewrite,
+        sh.config.max_map_count,
+    )?;
+    let mut removed = false;
+    for r in regions.overlapping(done) {
+        removed |= sh.tables.protect_range(r.start..r.end, pte_prot(&r.attrs));
+    }
+    if removed {
+        sh.shootdown.shootdown(Targets::All);
+    }
+    match hole {
+        Some(_) => Err(VmError::OutOfMemory(Limit::Hole)),
+        None => Ok(()),
+    }
+}
+
+/// `madvise` of a validated, non-empty page range.
+///
+/// # Errors
+/// `ENOMEM` when part of the range is unmapped (after handling the mapped parts) or a split
+/// would exceed `max_map_count`.
+pub(crate) fn madvise_locked(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &mut impl RegionStore,
+    range: Range<u64>,
+    effect: AdviceEffect,
+) -> Result<(), VmError> {
+    let hole = regions.first_hole(range.clone()).is_some();
+    match effect {
+        AdviceEffect::None => {}
+        AdviceEffect::DontNeed => {
+            // Private pages are dropped (they read back as zeroes); shared anonymous pages
+            // keep their contents (shmem backs them), so nothing changes there.
+            let mut freed = std::mem::take(&mut core.freed);
+            for r in regions.overlapping(range.clone()) {
+                if r.attrs.sharing == Sharing::Private {
+                    sh.tables.clear_range(r.start..r.end, &mut freed);
+                }
+            }
+            if !freed.is_empty() {
+                sh.shootdown.shootdown(Targets::All);
+                core.cache.free_all(&sh.pool, &mut freed);
+            }
+            core.freed = freed;
+        }
+        AdviceEffect::ReadHint(hint) => {
+            if !regions.is_free(range.start, range.end) {
+                let mask = vm_flags::RAND_READ | vm_flags::SEQ_READ;
+                regions.edit(
+                    &mut core.edits,
+                    range,
+                    |a| {
+                        a.map(|a| Attrs {
+                            flags: (a.flags & !mask) | hint,
+                            ..a
+                        })
+                    },
+                    OnOverlap::Rewrite,
+                    sh.config.max_map_count,
+                )?;
+            }
+        }
+    }
+    if hole {
+        Err(VmError::OutOfMemory(Limit::Hole))
+    } else {
+        Ok(())
+    }
+}
+
+/// Handles a fault at `va` (the page has no present entry allowing `access`): on success the
+/// page-table entry allows the access (the caller retries its translation).
+///
+/// # Errors
+/// [`Fault::Unmapped`], [`Fault::Protection`], or [`Fault::OutOfMemory`] when no frame is free.
+pub(crate) fn fault_locked(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &impl RegionStore,
+    va: u64,
+    access: Access,
+) -> Result<(), Fault> {
+    sh.counters.of(core.id).bump_faults();
+    let Some(region) = regions.lookup(va) else {
+        return Err(Fault::Unmapped { addr: va });
+    };
+    if !region.prot().allows(access) {
+        return Err(Fault::Protection { addr: va });
+    }
+    let page = va & !(PAGE_SIZE - 1);
+    fill_locked(sh, core, regions, region, page, access)
+        .map_err(|FillError::NoFrame| Fault::OutOfMemory { addr: va })
+}

@@ -1,0 +1,94 @@
+//! What every core of one space shares, whatever the design: configuration, bounds, page
+//! tables, frames, shootdown slots, the RCU domain that reclaims page tables, event counters
+//! and the anon identity counter ([`Shared`]).
+//!
+//! A design keeps its region store and locks beside this (`space.rs` holds both); the Linux
+//! bodies (`designs/syscalls.rs`) receive `&Shared` and the store borrowed from the design's
+//! lock guard.
+//!
+//! Not for: per-core state (`core.rs`), locks of the region set (`designs/`).
+
+use crate::config::Config;
+use crate::counters::Counters;
+use crate::error::VmError;
+use crate::frames::FramePool;
+use crate::page_table::{PageTables, VA_BITS};
+use crate::region::AnonId;
+use crate::semantics::Bounds;
+use crate::shootdown::Shootdown;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Anon identities a core takes from the shared counter at once.
+const ANON_BLOCK: u64 = 1 << 16;
+
+/// The space-wide anon identity counter; cores take blocks of [`ANON_BLOCK`] identities and
+/// hand them out without touching it (`core.rs`).
+#[derive(Debug)]
+pub(crate) struct AnonIds {
+    next: AtomicU64,
+}
+
+impl AnonIds {
+    fn new() -> AnonIds {
+        AnonIds {
+            // 0 encodes "no identity" (`AnonId::encode`).
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// A block of fresh identities (Relaxed: uniqueness needs only the RMW's atomicity).
+    pub(crate) fn block(&self) -> Range<u64> {
+        let start = self.next.fetch_add(ANON_BLOCK, Ordering::Relaxed);
+        debug_assert!(AnonId::decode(start).is_some());
+        start..start + ANON_BLOCK
+    }
+}
+
+/// What every core of one space shares. Field order is drop order: page tables go before the
+/// RCU domain that may still hold their retired tables' callbacks (those own their memory).
+pub(crate) struct Shared {
+    /// The configuration.
+    pub(crate) config: Config,
+    /// `[min_addr, max_addr)`.
+    pub(crate) bounds: Bounds,
+    /// The page tables (lock-free walks under `domain` read guards).
+    pub(crate) tables: PageTables,
+    /// The frames.
+    pub(crate) pool: FramePool,
+    /// The shootdown slots, one per attached core.
+    pub(crate) shootdown: Shootdown,
+    /// Reclaims page tables after a grace period; each core holds a reader.
+    pub(crate) domain: aspace_rcu::Domain,
+    /// Per-core event counters.
+    pub(crate) counters: Counters,
+    /// Anon identities.
+    pub(crate) anon_ids: AnonIds,
+}
+
+impl Shared {
+    /// The shared state of a new, empty space.
+    ///
+    /// # Errors
+    /// [`VmError::InvalidArgument`] for a range beyond the page tables; the frame pool's errors.
+    pub(crate) fn new(config: Config) -> Result<Shared, VmError> {
+        if config.max_addr > 1 << VA_BITS {
+            return Err(VmError::InvalidArgument(
+                "max_addr beyond the 48-bit four-level page tables",
+            ));
+        }
+        Ok(Shared {
+            bounds: Bounds {
+                min_addr: config.min_addr,
+                max_addr: config.max_addr,
+            },
+            tables: PageTables::new(),
+            pool: FramePool::new(config.memory, config.frame_batch)?,
+            shootdown: Shootdown::new(config.max_cores),
+            domain: aspace_rcu::Domain::new(),
+            counters: Counters::new(config.max_cores),
+            anon_ids: AnonIds::new(),
+            config,
+        })
+    }
+}
