@@ -165,13 +165,12 @@ impl Builder {
         &self.config
     }
 
-    /// Creates the address space: reserves the frame memory and sets up the design.
+    /// The configuration, validated (`Builder::build`, in `space.rs`, makes the space of it).
     ///
     /// # Errors
-    /// [`VmError::InvalidArgument`] for a bad configuration; [`VmError::OutOfMemory`] when the
-    /// frame reservation itself fails.
-    pub fn build(self) -> Result<crate::AddressSpace, VmError> {
+    /// [`VmError::InvalidArgument`] for a bad configuration.
+    pub(crate) fn validated(self) -> Result<Config, VmError> {
         self.config.validate()?;
-        crate::AddressSpace::with_config(self.config)
+        Ok(self.config)
     }
 }

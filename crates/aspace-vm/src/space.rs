@@ -44,19 +44,26 @@ impl std::fmt::Debug for AddressSpace {
     }
 }
 
-impl AddressSpace {
-    /// A builder with the default configuration.
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
-    /// Creates the space from a validated configuration (use [`AddressSpace::builder`]).
-    pub(crate) fn with_config(config: Config) -> Result<AddressSpace, VmError> {
+impl Builder {
+    /// Creates the address space: reserves the frame memory and sets up the design.
+    ///
+    /// # Errors
+    /// [`VmError::InvalidArgument`] for a bad configuration; [`VmError::OutOfMemory`] when the
+    /// frame reservation itself fails.
+    pub fn build(self) -> Result<AddressSpace, VmError> {
+        let config = self.validated()?;
         let design = Designs::new(config.design);
         let shared = Shared::new(config)?;
         Ok(AddressSpace {
             space: Arc::new(Space { design, shared }),
         })
+    }
+}
+
+impl AddressSpace {
+    /// A builder with the default configuration.
+    pub fn builder() -> Builder {
+        Builder::default()
     }
 
     /// The configuration it was built with.

@@ -29,6 +29,8 @@
 
 pub(crate) mod plan;
 pub(crate) mod store;
+#[cfg(test)]
+mod tests;
 
 use crate::types::{Prot, RegionInfo, Sharing};
 use std::num::NonZeroU64;

@@ -1,0 +1,339 @@
+//! Engine tests through the public API: the access path (round trips across pages, faults,
+//! TLB-cached translations seeing munmap and mprotect), Linux region behaviour the handle
+//! exposes (merging, splitting, holes, limits), and core attach/detach.
+
+#![cfg(not(loom))]
+
+use aspace_vm::{Access, AddressSpace, Advice, Fault, Limit, MapFlags, Prot, VmError, PAGE_SIZE};
+
+const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
+const P: u64 = PAGE_SIZE;
+
+fn space(memory: u64) -> AddressSpace {
+    AddressSpace::builder().memory(memory).build().unwrap()
+}
+
+#[test]
+fn write_then_read_round_trips_across_pages() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 3 * P, Prot::READ_WRITE, PA).unwrap();
+    let data: Vec<u8> = (0..2 * P as usize + 100).map(|i| i as u8).collect();
+    c.write(a + 50, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    c.read(a + 50, &mut back).unwrap();
+    assert_eq!(back, data);
+    assert_eq!(s.stats().frames_in_use, 3);
+    assert_eq!(s.stats().fills, 3);
+}
+
+#[test]
+fn write_only_page_is_readable_before_its_first_write_like_x86() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, P, Prot::WRITE, PA).unwrap();
+    let mut buf = [1u8; 8];
+    c.read(a, &mut buf).unwrap();
+    assert_eq!(buf, [0; 8]);
+    c.touch(a, Access::Read).unwrap();
+    assert_eq!(c.touch(a, Access::Exec), Err(Fault::Protection { addr: a }));
+    c.write(a, &[9; 8]).unwrap();
+    c.read(a, &mut buf).unwrap();
+    assert_eq!(buf, [9; 8]);
+}
+
+#[test]
+fn written_region_made_read_only_stays_apart_from_a_fresh_read_only_neighbour() {
+    // Linux: VM_ACCOUNT survives mprotect(PROT_READ) once the region has an anon_vma.
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let fixed = PA | MapFlags::FIXED;
+    let a = c.mmap(0x10_0000, 2 * P, Prot::READ_WRITE, fixed).unwrap();
+    c.write(a, &[1]).unwrap();
+    c.mprotect(a, 2 * P, Prot::READ).unwrap();
+    c.mmap(a + 2 * P, P, Prot::READ, fixed).unwrap();
+    assert_eq!(s.maps().len(), 2);
+    // Never written: mprotect drops VM_ACCOUNT and the neighbours merge.
+    let b = c.mmap(0x20_0000, 2 * P, Prot::READ_WRITE, fixed).unwrap();
+    c.mprotect(b, 2 * P, Prot::READ).unwrap();
+    c.mmap(b + 2 * P, P, Prot::READ, fixed).unwrap();
+    assert!(s.maps().iter().any(|r| r.start == b && r.end == b + 3 * P));
+}
+
+#[test]
+fn fresh_pages_read_as_zero() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 2 * P, Prot::READ, PA).unwrap();
+    let mut buf = vec![1u8; 2 * P as usize];
+    c.read(a, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn read_after_munmap_faults_and_frames_are_returned() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 4 * P, Prot::READ_WRITE, PA).unwrap();
+    c.write(a, &[7; 4 * 4096]).unwrap();
+    c.munmap(a, 4 * P).unwrap();
+    assert_eq!(c.touch(a, Access::Read), Err(Fault::Unmapped { addr: a }));
+    let st = s.stats();
+    assert_eq!(st.frames_in_use, 0);
+    assert_eq!(st.page_tables, 1, "tables freed with the neighbouring gaps");
+    assert_eq!(st.regions, 0);
+    assert!(st.shootdowns_sent >= 1);
+}
+
+#[test]
+fn protection_faults_are_accerr_and_unmapped_are_maperr() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, P, Prot::READ, PA).unwrap();
+    let e = c.write(a + 8, &[1]).unwrap_err();
+    assert_eq!(e, Fault::Protection { addr: a + 8 });
+    assert_eq!(e.si_code(), Some(2));
+    assert_eq!(c.touch(a, Access::Exec), Err(Fault::Protection { addr: a }));
+    let none = c.mmap(0, P, Prot::NONE, PA).unwrap();
+    assert_eq!(
+        c.touch(none, Access::Read),
+        Err(Fault::Protection { addr: none })
+    );
+    let e = c.touch(0x10_0000, Access::Read).unwrap_err();
+    assert_eq!(e.si_code(), Some(1));
+}
+
+#[test]
+fn a_failing_multi_page_write_writes_nothing() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 2 * P, Prot::READ_WRITE, PA).unwrap();
+    c.mprotect(a + P, P, Prot::READ).unwrap();
+    let e = c.write(a + P - 4, &[9; 8]).unwrap_err();
+    assert_eq!(e, Fault::Protection { addr: a + P });
+    let mut b = [1u8; 4];
+    c.read(a + P - 4, &mut b).unwrap();
+    assert_eq!(b, [0; 4]);
+}
+
+#[test]
+fn mprotect_downgrade_is_seen_through_the_tlb() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    c.write(a, &[5]).unwrap();
+    c.write(a, &[6]).unwrap(); // TLB hit
+    c.mprotect(a, P, Prot::READ).unwrap();
+    assert_eq!(c.write(a, &[7]), Err(Fault::Protection { addr: a }));
+    let mut b = [0];
+    c.read(a, &mut b).unwrap();
+    assert_eq!(b, [6]);
+    c.mprotect(a, P, Prot::READ_WRITE).unwrap();
+    c.write(a, &[8]).unwrap();
+    c.read(a, &mut b).unwrap();
+    assert_eq!(b, [8]);
+}
+
+#[test]
+fn mprotect_over_a_hole_applies_the_prefix_then_fails() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 3 * P, Prot::READ_WRITE, PA).unwrap();
+    c.munmap(a + P, P).unwrap();
+    assert_eq!(
+        c.mprotect(a, 3 * P, Prot::READ),
+        Err(VmError::OutOfMemory(Limit::Hole))
+    );
+    let m = s.maps();
+    assert_eq!(m.len(), 2);
+    assert_eq!((m[0].start, m[0].prot), (a, Prot::READ));
+    assert_eq!((m[1].start, m[1].prot), (a + 2 * P, Prot::READ_WRITE));
+    assert_eq!(
+        c.mprotect(a + P, P, Prot::READ).unwrap_err().errno(),
+        libc::ENOMEM
+    );
+}
+
+#[test]
+fn madvise_dontneed_zeroes_private_pages_even_across_a_hole() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 3 * P, Prot::READ_WRITE, PA).unwrap();
+    c.write(a, &[1]).unwrap();
+    c.write(a + 2 * P, &[2]).unwrap();
+    c.munmap(a + P, P).unwrap();
+    assert_eq!(
+        c.madvise(a, 3 * P, Advice::DONTNEED),
+        Err(VmError::OutOfMemory(Limit::Hole))
+    );
+    let mut b = [9];
+    c.read(a, &mut b).unwrap();
+    assert_eq!(b, [0]);
+    c.read(a + 2 * P, &mut b).unwrap();
+    assert_eq!(b, [0]);
+    assert_eq!(s.stats().frames_in_use, 2, "two fresh zero pages");
+}
+
+#[test]
+fn madvise_dontneed_keeps_shared_contents() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let flags = MapFlags::SHARED | MapFlags::ANONYMOUS;
+    let a = c.mmap(0, P, Prot::READ_WRITE, flags).unwrap();
+    c.write(a, &[7]).unwrap();
+    c.madvise(a, P, Advice::DONTNEED).unwrap();
+    let mut b = [0];
+    c.read(a, &mut b).unwrap();
+    assert_eq!(b, [7]);
+}
+
+#[test]
+fn fixed_replaces_and_noreplace_fails_with_eexist() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0x20_0000, 2 * P, Prot::READ_WRITE, PA).unwrap();
+    assert_eq!(a, 0x20_0000, "a free hint is honoured");
+    c.write(a, &[3]).unwrap();
+    assert_eq!(
+        c.mmap(a, P, Prot::READ, PA | MapFlags::FIXED_NOREPLACE),
+        Err(VmError::Exists)
+    );
+    assert_eq!(c.mmap(a, P, Prot::READ, PA | MapFlags::FIXED).unwrap(), a);
+    let mut b = [9];
+    c.read(a, &mut b).unwrap();
+    assert_eq!(b, [0], "the replaced page's contents are gone");
+    assert_eq!(s.maps().len(), 2);
+    // An occupied hint is moved elsewhere.
+    let h = c.mmap(a, P, Prot::READ, PA).unwrap();
+    assert_ne!(h, a);
+}
+
+#[test]
+fn adjacent_mappings_merge_in_maps() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    let b = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    assert_eq!(b + P, a, "top-down placement directly below");
+    let m = s.maps();
+    assert_eq!(m.len(), 1);
+    assert_eq!((m[0].start, m[0].end), (b, a + P));
+}
+
+#[test]
+fn map_count_limit_is_enomem_with_nothing_changed() {
+    let s = AddressSpace::builder()
+        .memory(1 << 20)
+        .max_map_count(2)
+        .build()
+        .unwrap();
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 4 * P, Prot::READ_WRITE, PA).unwrap();
+    c.mprotect(a, P, Prot::READ).unwrap();
+    assert_eq!(s.maps().len(), 2);
+    let before = s.maps();
+    assert_eq!(
+        c.mprotect(a + 2 * P, P, Prot::READ),
+        Err(VmError::OutOfMemory(Limit::MapCount))
+    );
+    assert_eq!(
+        c.munmap(a + 2 * P, P),
+        Err(VmError::OutOfMemory(Limit::MapCount))
+    );
+    assert_eq!(
+        c.mmap(0, P, Prot::NONE, PA).unwrap_err(),
+        VmError::OutOfMemory(Limit::MapCount)
+    );
+    // A mapping that merges with its neighbour needs no new region.
+    c.mmap(0, P, Prot::READ, PA).unwrap();
+    assert_eq!(s.maps().len(), 2);
+    c.munmap(a - P, P).unwrap();
+    assert_eq!(s.maps(), before);
+}
+
+#[test]
+fn frame_exhaustion_is_enomem_and_changes_nothing() {
+    let s = AddressSpace::builder()
+        .memory(4 * P)
+        .frame_batch(2)
+        .build()
+        .unwrap();
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, 8 * P, Prot::READ_WRITE, PA).unwrap();
+    for i in 0..4 {
+        c.write(a + i * P, &[1]).unwrap();
+    }
+    let before = s.stats();
+    assert_eq!(
+        c.write(a + 4 * P, &[1]),
+        Err(Fault::OutOfMemory { addr: a + 4 * P })
+    );
+    let after = s.stats();
+    assert_eq!(after.frames_in_use, before.frames_in_use);
+    assert_eq!(s.maps().len(), 1);
+    c.munmap(a, P).unwrap();
+    c.write(a + 4 * P, &[1]).unwrap();
+}
+
+#[test]
+fn populate_fills_every_page() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    c.mmap(0, 5 * P, Prot::READ_WRITE, PA | MapFlags::POPULATE)
+        .unwrap();
+    assert_eq!(s.stats().frames_in_use, 5);
+    assert_eq!(s.stats().faults, 0);
+}
+
+#[test]
+fn detach_returns_cached_frames_and_frees_the_slot() {
+    let s = AddressSpace::builder()
+        .memory(1 << 20)
+        .max_cores(1)
+        .build()
+        .unwrap();
+    let mut c = s.attach().unwrap();
+    assert_eq!(s.attach().unwrap_err(), VmError::TooManyCores(1));
+    let a = c.mmap(0, 8 * P, Prot::READ_WRITE, PA).unwrap();
+    c.write(a, &[1; 8 * 4096]).unwrap();
+    c.munmap(a, 8 * P).unwrap();
+    drop(c);
+    let st = s.stats();
+    assert_eq!(st.cores, 0);
+    assert_eq!(st.frames_in_use, 0);
+    assert_eq!(st.fills, 8, "counters survive the detach");
+    let c2 = s.attach().unwrap();
+    drop(c2);
+}
+
+#[test]
+fn a_handle_moves_to_another_thread() {
+    let s = space(1 << 20);
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    c.write(a, &[4]).unwrap();
+    let mut c = std::thread::spawn(move || {
+        let mut b = [0];
+        c.read(a, &mut b).unwrap();
+        assert_eq!(b, [4]);
+        c
+    })
+    .join()
+    .unwrap();
+    c.munmap(a, P).unwrap();
+}
+
+#[test]
+fn two_cores_see_each_others_writes_and_unmaps() {
+    let s = space(1 << 20);
+    let mut c1 = s.attach().unwrap();
+    let mut c2 = s.attach().unwrap();
+    let a = c1.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    c1.write(a, &[1]).unwrap();
+    let mut b = [0];
+    c2.read(a, &mut b).unwrap(); // c2 caches the translation
+    assert_eq!(b, [1]);
+    c1.munmap(a, P).unwrap();
+    assert_eq!(c2.read(a, &mut b), Err(Fault::Unmapped { addr: a }));
+    assert!(s.stats().shootdowns_received >= 1);
+}
