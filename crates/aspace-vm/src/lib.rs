@@ -4,18 +4,21 @@
 //! `[min_addr, max_addr)` over a pool of real 4 KiB frames. Threads attach as *cores*
 //! ([`AddressSpace::attach`]) and call `mmap`, `munmap`, `mprotect`, `madvise`, `read`, `write`
 //! and `touch` through their [`CoreHandle`]; the space answers `maps()` (like
-//! `/proc/self/maps`) and `stats()`. DESIGN §6 is the blueprint; the components are:
+//! `/proc/self/maps`) and `stats()`. Cloning an `AddressSpace` gives another handle on the same
+//! space. Inside, a space is:
 //!
-//! | file | what |
-//! |---|---|
-//! | `semantics.rs` | argument checks and Linux's rules per call (verified against the kernel) |
-//! | `region.rs` | regions and the region set: splitting, Linux's merging, `max_map_count` |
-//! | `designs/` | the concurrency designs (`coarse` so far) behind one internal interface |
-//! | `handle.rs` | a core's state and the access path (TLB, walk, fault, retry) |
-//! | `space.rs` | the shared state, attach/detach, statistics |
-//! | `frames.rs`, `reservation.rs` | frames: one `MAP_NORESERVE` reservation, per-core caches |
-//! | `page_table.rs` | software 4-level page tables, lock-free walks, RCU-reclaimed tables |
-//! | `tlb.rs`, `shootdown.rs` | per-core soft TLB; the shootdown protocol (loom-modelled) |
+//! - a **design**: the region store (the papers' VMA tree) and the locks around it; the design
+//!   is a lock policy over Linux's rules for each call, which every design shares (`coarse`, one
+//!   reader-writer lock like `mmap_sem`, is the first; see [`Design`]);
+//! - **page tables**: software 4-level tables of atomic entries, walked without locks, their
+//!   tables reclaimed through RCU (`aspace-rcu`);
+//! - per core, a **soft TLB**, kept coherent by a **shootdown** protocol that waits only for
+//!   cores inside an access (model-checked with loom);
+//! - **frames**: 4 KiB pages of one `MAP_NORESERVE` reservation, handed out through per-core
+//!   caches, zeroed before reuse.
+//!
+//! The repository's `docs/ARCHITECTURE.md` maps these to source files and lists each crate's
+//! locks.
 //!
 //! ```
 //! use aspace_vm::{Access, AddressSpace, Advice, MapFlags, Prot};
@@ -37,6 +40,32 @@
 //! assert_eq!(space.stats().frames_in_use, 0);
 //! ```
 //!
+//! Several threads, one core each (the handle may move between threads; it is `Send`, not
+//! `Sync`):
+//!
+//! ```
+//! use aspace_vm::{AddressSpace, MapFlags, Prot};
+//!
+//! let space = AddressSpace::builder().memory(16 << 20).build().unwrap();
+//! let workers: Vec<_> = (0..4u8)
+//!     .map(|i| {
+//!         let mut core = space.attach().unwrap(); // attach here, use in the thread
+//!         std::thread::spawn(move || {
+//!             let a = core.mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS).unwrap();
+//!             core.write(a, &[i; 64]).unwrap();
+//!             let mut back = [0u8; 64];
+//!             core.read(a, &mut back).unwrap();
+//!             assert_eq!(back, [i; 64]);
+//!             core.munmap(a, 4096).unwrap();
+//!         })
+//!     })
+//!     .collect();
+//! for w in workers {
+//!     w.join().unwrap();
+//! }
+//! assert_eq!(space.stats().frames_in_use, 0);
+//! ```
+//!
 //! # The lock and RCU contract (all designs; `coarse` fills in the design lock)
 //!
 //! Lock order, outermost first; nothing is ever taken in the other direction:
@@ -50,14 +79,16 @@
 //!    spill a batch; and the page tables' retired list / table pools (`Mutex`), leaves.
 //!
 //! Lock-free, and what protects them:
-//! - **Page-table walks** (`PageTables::lookup`) take no lock; a core walks only inside an
-//!   access window while holding its `aspace_rcu` read guard, so a table unlinked by
-//!   `free_tables` is not reused before the walk ends (tables are recycled after a grace
-//!   period). Entries are published with `Release` and read with `Acquire`.
+//! - **Page-table walks** take no lock; a core walks only inside an access window while
+//!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
+//!   before the walk ends (tables are recycled after a grace period). Entries are published
+//!   with `Release` and read with `Acquire`.
 //! - **The soft TLB** is private to its core; it is used only inside an access window.
-//! - **Frames** are read and written through raw pointers inside an access window.
+//! - **Frames** are read and written inside an access window, in aligned 64-bit atomic words
+//!   (like rust-vmm's `vm-memory`): a concurrent reader of a word sees it whole, before or after
+//!   a write.
 //!
-//! **The access window** (`Shootdown::begin_access` .. `end_access`) is what protects a
+//! **The access window** (begun and ended around every `read`/`write`/`touch`) is what protects a
 //! translation (TLB entry or walked PTE) and the frame behind it: a shooter that removed a
 //! translation (PTE cleared or downgraded, under the space write lock) waits in `shootdown`
 //! until every core that was inside a window when it bumped the requests has left it, and every
@@ -65,10 +96,17 @@
 //! only after that `shootdown` returned. Cores never block inside a window (no lock is taken
 //! there; a fault leaves the window, takes the space lock, fills, and retries), so a shooter
 //! holding the write lock cannot deadlock with them, and an idle core never delays anyone.
+//! The window is a guard type that borrows the core mutably, so a design operation (which needs
+//! the core mutably) cannot be called inside one: a compile error, not a precondition.
 //!
 //! **Page-table freeing**: after `munmap`, the design frees the tables covering the unmapped
 //! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) under the write lock (no fill
 //! can run in a range without regions), through the RCU domain.
+//!
+//! **Region store**: the Linux bodies (functions named `*_locked`) take the store borrowed from
+//! the design's guard: `&mut` (write lock) for system calls, `&` (read
+//! lock) for faults; a first write fault may set a region's anon identity under `&` (once,
+//! by compare-exchange).
 //!
 //! Not for: interval-map algorithms (in `aspace-map`) or benchmarking (in `aspace-bench`).
 
