@@ -1,4 +1,4 @@
-//! The `aspace` benchmark harness (DESIGN §7): workloads, fixed-duration measurements with
+//! The `aspace` benchmark harness: workloads, fixed-duration measurements with
 //! repeats, tables, CSV/JSON, and SVG plots.
 //!
 //! Structure (one concept per file):
@@ -10,7 +10,8 @@
 //! - [`plot`]: one SVG plot per workload and `index.html`;
 //! - [`suite`]: the default suite run by `aspace` without arguments;
 //! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
-//!   `ds-alloc`, `ds-map`);
+//!   `ds-alloc`, `ds-map`, `readers-writers`, and the address-space workloads `alloc`,
+//!   `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load` over `workloads/vm.rs`);
 //! - [`error`]: why a run was refused or failed.
 //!
 //! The binary (`src/main.rs`) is only the command line on top of this library.

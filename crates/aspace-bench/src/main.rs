@@ -1,4 +1,4 @@
-//! The `aspace` command line (DESIGN §7); everything else lives in the `aspace_bench` library.
+//! The `aspace` command line; everything else lives in the `aspace_bench` library.
 //!
 //! - `aspace`: the default suite (every workload and design at 1 and 2 threads, progress bar,
 //!   results directory under `results/`, summary table);

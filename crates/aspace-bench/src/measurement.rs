@@ -1,6 +1,6 @@
 //! One reported data point: a (workload, design, threads) triple measured over several repeats.
 //!
-//! This is the machine-readable record of DESIGN §7: `--json` prints one per line, the default
+//! This is the machine-readable record of a run: `--json` prints one per line, the default
 //! suite stores them in `results.json` (an array) and `results.csv`. The fields are:
 //! - `ops_per_sec`: median over the repeats of the total throughput of all measuring threads;
 //! - `min_ops_per_sec`, `max_ops_per_sec`: the range over the repeats;

@@ -1,6 +1,6 @@
 //! SVG plots (one per workload: throughput against threads, one line per design) and the
 //! `index.html` page that shows them with the results table, for the default suite's results
-//! directory (DESIGN §7).
+//! directory.
 //!
 //! Plots are drawn with plotters' SVG backend only (no bitmap backend, no system fonts): the
 //! backend writes `<text>` elements itself and the browser renders them, and with neither the

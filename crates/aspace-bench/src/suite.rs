@@ -1,4 +1,4 @@
-//! The default suite: what `aspace` with no arguments runs (DESIGN §7).
+//! The default suite: what `aspace` with no arguments runs.
 //!
 //! Every registered workload, every one of its designs, at 1 and 2 threads (the development
 //! machine has two cores; thread counts below a workload's `min_threads` are skipped, so

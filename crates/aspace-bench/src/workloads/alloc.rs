@@ -2,7 +2,7 @@
 //! `mmap()`. This measures `Alloc` throughput, which is critical for applications that heavily
 //! use `malloc()`".
 //!
-//! Each operation is one `mmap(NULL, 256 KiB)` (DESIGN §7's size; no hint, so the space's own
+//! Each operation is one `mmap(NULL, 256 KiB)` (the size of SOSP'25's Alloc benchmark; no hint, so the space's own
 //! placement runs: Linux's top-down `get_unmapped_area`, the engine's gap search), never touched
 //! and never unmapped by the measured loop. One operation is one successful `mmap`.
 //!

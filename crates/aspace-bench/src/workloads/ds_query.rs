@@ -18,16 +18,13 @@
 //!
 //! Scaling caveat: every thread's arena lives in the ONE map, so the 1-thread and 2-thread
 //! points query different trees, and the 2T/1T ratio measures the trees as much as the map's
-//! concurrency. Measured for `bonsai` (median of 7, this 2-core machine): 2 threads on one shared
+//! concurrency. Measured for `bonsai` (CHANGELOG.md has the figures): 2 threads on one shared
 //! tree cost per query exactly the mean of 1 thread querying each of the two arenas of that same
-//! tree (42.9 ns vs 30.4 and 55.7 ns at 10,000 intervals; 17.1 vs 15.5 and 18.6 ns at 1,000): the
-//! sharing itself costs nothing, and 2 threads on two private trees scale 1.98-2.00x. What differs
-//! is the shape: at 2T each query descends one more level on average (mean search depth
-//! 10.37 -> 11.37 at 1,000 intervals, 13.47 -> 14.47 at 10,000; with a cache-resident tree that
-//! alone caps scaling near 2 x 10.37 / 11.37 = 1.82x at 1,000), and the shape that ascending
-//! inserts from interleaved threads happen to build moves the cost of an arena by up to 2x (the
-//! same workload with arenas inserted midpoint-first measured 2.12x at 10,000 and 1.88x at 1,000,
-//! against 1.87x and 1.77x in address order). Compare designs at equal thread counts; read the
+//! tree, so the sharing itself costs nothing, and 2 threads on two private trees scale ~2x. What
+//! differs is the shape: at 2T each query descends one more level on average (which alone caps
+//! scaling near 2 x depth(1T) / depth(2T) with a cache-resident tree), and the shape that
+//! ascending inserts from interleaved threads happen to build moves the cost of an arena by up
+//! to 2x (inserting arenas midpoint-first instead of in address order changes the ratio). Compare designs at equal thread counts; read the
 //! scaling column with this in mind.
 //!
 //! Not for: lookups that race with updates (the conformance stress tests cover correctness).

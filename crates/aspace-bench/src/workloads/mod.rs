@@ -1,4 +1,4 @@
-//! The registry of workloads: one file per workload (DESIGN §7), plus the shared pieces they
+//! The registry of workloads: one file per workload, plus the shared pieces they
 //! are built from (`list.rs`: the five-element lists of the RCU workloads; `arena.rs`: per-thread
 //! arenas and the interval-map designs of the `ds-*` workloads and `readers-writers`; `vm.rs`:
 //! the address-space designs, `linux` and every `aspace_vm` design, of the VM workloads).

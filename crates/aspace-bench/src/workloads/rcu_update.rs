@@ -34,22 +34,15 @@
 //!
 //! # What limits `reader_retained_pct` (one updater + one reader, 2-CPU machine)
 //!
-//! The updater runs unthrottled, so the reader's loss grows with the update rate. Measured on
-//! the 2-core EPYC (Zen 4) KVM guest the figures in the commit log come from: the solo reader
-//! does ~400 M traversals/s (2.5 ns each). Every update costs it a refetch of the head's
-//! cache line and of the new node's line from the updater's cache, plus, with 16-byte nodes
-//! allocated one after another, a refetch of the head node's line when the updater writes the
-//! next node into it: 35-60 ns of reader time per update (60 ns with the reclaimer idle;
-//! 41 ns when nodes are padded to a cache line, an experiment not kept since it changes the
-//! workload). The reclaimer thread (third runnable thread on two CPUs) takes ~5% of all CPU
-//! samples (`perf`), mostly the allocator's cross-thread frees, and each grace period of `memb`
-//! interrupts the reader twice (membarrier IPIs, ~0.5-2 k grace periods/s here). So keeping 50%
-//! of the solo rate needs the updater below about 0.5 s / (35-60 ns) = 8-14 M updates/s, and
-//! the updater does 9-23 M/s (the spread, run to run, follows whether the scheduler puts the
-//! reclaimer beside the reader or beside the updater). liburcu's 49% comes with a 2.4 M/s
-//! updater, i.e. ~210 ns of reader loss per update. At that same rate (`--update-rate 2400000`)
-//! the reader here keeps 77-78% (`memb`) and 80-82% (`qsbr`) of its solo rate, with at most
-//! ~20 k callbacks pending.
+//! The updater runs unthrottled, so the reader's loss grows with the update rate. Every update
+//! costs the reader a refetch of the head's cache line and of the new node's line from the
+//! updater's cache, plus, with small nodes allocated one after another, a refetch of the head
+//! node's line when the updater writes the next node into it. The reclaimer thread (a third
+//! runnable thread on two CPUs) takes a few percent of the CPU, mostly the allocator's
+//! cross-thread frees, and each `memb` grace period interrupts the reader twice (membarrier
+//! IPIs). So the retained share is set by the updater's rate: compare with liburcu at the same
+//! rate (`--update-rate`). The measured costs per update and the rates behind this reasoning
+//! are in CHANGELOG.md (the `rcu-update` entry).
 //!
 //! Not for: read-only scaling (`rcu-read`) or `synchronize()` latency (`rcu-gp`).
 

@@ -1,4 +1,4 @@
-//! The address-space designs of the VM workloads (DESIGN §7) behind one driver trait, and the
+//! The address-space designs of the VM workloads behind one driver trait, and the
 //! plumbing every VM workload shares: `linux` (the real kernel, in this process) and every
 //! `aspace_vm` design (`coarse`, ...).
 //!
