@@ -48,6 +48,10 @@ pub enum VmError {
     /// `EAGAIN`: no core slot is free (`attach` beyond the configured core count).
     #[error("too many cores attached (limit {0})")]
     TooManyCores(usize),
+    /// `ENOTRECOVERABLE`: the space was created before a `fork()` and this is the child, where
+    /// its locks and threads are not recoverable (README, hazards).
+    #[error("address space used in a forked child")]
+    ForkedChild,
 }
 
 impl VmError {
@@ -61,6 +65,7 @@ impl VmError {
             VmError::NotSupported => libc::EOPNOTSUPP,
             VmError::PermissionDenied => libc::EPERM,
             VmError::TooManyCores(_) => libc::EAGAIN,
+            VmError::ForkedChild => libc::ENOTRECOVERABLE,
         }
     }
 }
@@ -86,32 +91,43 @@ pub enum Fault {
         /// The page that could not be backed.
         addr: u64,
     },
+    /// The space was created before a `fork()` and this is the child (`ENOTRECOVERABLE`);
+    /// nothing was accessed.
+    #[error("access at {addr:#x} to an address space in a forked child")]
+    ForkedChild {
+        /// The first byte of the refused access.
+        addr: u64,
+    },
 }
 
 impl Fault {
     /// The faulting address.
     pub fn addr(&self) -> u64 {
         match *self {
-            Fault::Unmapped { addr } | Fault::Protection { addr } | Fault::OutOfMemory { addr } => {
-                addr
-            }
+            Fault::Unmapped { addr }
+            | Fault::Protection { addr }
+            | Fault::OutOfMemory { addr }
+            | Fault::ForkedChild { addr } => addr,
         }
     }
 
-    /// `si_code` SIGSEGV would carry (`SEGV_MAPERR` = 1, `SEGV_ACCERR` = 2), or `None` for OOM.
+    /// `si_code` SIGSEGV would carry (`SEGV_MAPERR` = 1, `SEGV_ACCERR` = 2), or `None` for OOM
+    /// and a forked child.
     pub fn si_code(&self) -> Option<i32> {
         match self {
             Fault::Unmapped { .. } => Some(1),
             Fault::Protection { .. } => Some(2),
-            Fault::OutOfMemory { .. } => None,
+            Fault::OutOfMemory { .. } | Fault::ForkedChild { .. } => None,
         }
     }
 
-    /// The errno a system call touching this memory would return (`EFAULT`, or `ENOMEM`).
+    /// The errno a system call touching this memory would return (`EFAULT`, or `ENOMEM`;
+    /// `ENOTRECOVERABLE` in a forked child).
     pub fn errno(&self) -> i32 {
         match self {
             Fault::Unmapped { .. } | Fault::Protection { .. } => libc::EFAULT,
             Fault::OutOfMemory { .. } => libc::ENOMEM,
+            Fault::ForkedChild { .. } => libc::ENOTRECOVERABLE,
         }
     }
 }

@@ -65,8 +65,12 @@ impl AddressSpace {
     /// one per thread. Dropping it detaches the core.
     ///
     /// # Errors
-    /// [`VmError::TooManyCores`] when `max_cores` handles are alive.
+    /// [`VmError::TooManyCores`] when `max_cores` handles are alive; [`VmError::ForkedChild`]
+    /// in a forked child of the process that built the space.
     pub fn attach(&self) -> Result<CoreHandle, VmError> {
+        if self.space.shared.in_forked_child() {
+            return Err(VmError::ForkedChild);
+        }
         let core = Core::attach(&self.space.shared)?;
         Ok(CoreHandle {
             space: Arc::clone(&self.space),
@@ -77,6 +81,16 @@ impl AddressSpace {
 }
 
 impl CoreHandle {
+    /// The space and this core, unless this is a forked child using its parent's space
+    /// (`fork.rs`).
+    #[inline]
+    fn parts(&mut self) -> Result<(&Space, &mut Core), VmError> {
+        if self.space.shared.in_forked_child() {
+            return Err(VmError::ForkedChild);
+        }
+        Ok((&self.space, &mut self.core))
+    }
+
     /// Maps `len` bytes (rounded up to pages) like `mmap(addr, len, prot, flags, -1, 0)`:
     /// `addr` is a hint (0 for none), or the exact place with `MAP_FIXED` (replacing what is
     /// there) or `MAP_FIXED_NOREPLACE` (`EEXIST` if anything is there). Returns the start.
@@ -91,9 +105,9 @@ impl CoreHandle {
         prot: Prot,
         flags: MapFlags,
     ) -> Result<u64, VmError> {
-        let Space { design, shared } = &*self.space;
+        let (Space { design, shared }, core) = self.parts()?;
         let req = semantics::check_mmap(addr, len, prot, flags, shared.bounds)?;
-        design.mmap(shared, &mut self.core, req)
+        design.mmap(shared, core, req)
     }
 
     /// Unmaps `[addr, addr + len)` like `munmap`: regions are split, unmapping nothing is fine.
@@ -102,9 +116,9 @@ impl CoreHandle {
     /// # Errors
     /// `EINVAL` for bad input; `ENOMEM` when a split would exceed `max_map_count`.
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), VmError> {
-        let Space { design, shared } = &*self.space;
+        let (Space { design, shared }, core) = self.parts()?;
         let range = semantics::check_munmap(addr, len, shared.bounds)?;
-        design.munmap(shared, &mut self.core, range)
+        design.munmap(shared, core, range)
     }
 
     /// Changes the protection of `[addr, addr + len)` like `mprotect`.
@@ -113,10 +127,10 @@ impl CoreHandle {
     /// `EINVAL` for bad input or unknown bits; `ENOMEM` on a hole (after changing the regions
     /// before it, like Linux) or when splits would exceed `max_map_count`.
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<(), VmError> {
-        let Space { design, shared } = &*self.space;
+        let (Space { design, shared }, core) = self.parts()?;
         match semantics::check_mprotect(addr, len, prot)? {
             None => Ok(()),
-            Some((range, prot)) => design.mprotect(shared, &mut self.core, range, prot),
+            Some((range, prot)) => design.mprotect(shared, core, range, prot),
         }
     }
 
@@ -126,10 +140,10 @@ impl CoreHandle {
     /// `EINVAL` for bad input or unknown advice; `ENOMEM` when part of the range is unmapped
     /// (after applying the advice to the mapped parts, like Linux).
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<(), VmError> {
-        let Space { design, shared } = &*self.space;
+        let (Space { design, shared }, core) = self.parts()?;
         match semantics::check_madvise(addr, len, advice)? {
             None => Ok(()),
-            Some((range, effect)) => design.madvise(shared, &mut self.core, range, effect),
+            Some((range, effect)) => design.madvise(shared, core, range, effect),
         }
     }
 
@@ -185,6 +199,9 @@ impl CoreHandle {
             return Ok(());
         }
         let Space { design, shared: sh } = &*self.space;
+        if sh.in_forked_child() {
+            return Err(Fault::ForkedChild { addr });
+        }
         let core = &mut self.core;
         let in_page = (addr % PAGE_SIZE) as usize;
         let result = if in_page as u64 + len <= PAGE_SIZE {
@@ -261,6 +278,10 @@ impl CoreHandle {
 
 impl Drop for CoreHandle {
     fn drop(&mut self) {
-        self.core.detach(&self.space.shared);
+        // In a forked child the core's slots and the pool's locks belong to the parent's
+        // threads: leave them (`fork.rs`).
+        if !self.space.shared.in_forked_child() {
+            self.core.detach(&self.space.shared);
+        }
     }
 }

@@ -118,6 +118,7 @@ mod core_state;
 mod counters;
 mod designs;
 pub mod error;
+mod fork;
 mod frame_io;
 mod frames;
 mod handle;

@@ -11,6 +11,7 @@
 use crate::config::Config;
 use crate::counters::Counters;
 use crate::error::VmError;
+use crate::fork;
 use crate::frames::FramePool;
 use crate::page_table::{PageTables, VA_BITS};
 use crate::region::AnonId;
@@ -64,6 +65,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Anon identities.
     pub(crate) anon_ids: AnonIds,
+    /// The process's fork generation when the space was built (`fork.rs`).
+    born: u64,
 }
 
 impl Shared {
@@ -88,7 +91,15 @@ impl Shared {
             domain: aspace_rcu::Domain::new(),
             counters: Counters::new(config.max_cores),
             anon_ids: AnonIds::new(),
+            born: fork::generation(),
             config,
         })
+    }
+
+    /// Whether this is a forked child using its parent's space (`fork.rs`): every entry point
+    /// refuses then.
+    #[inline]
+    pub(crate) fn in_forked_child(&self) -> bool {
+        fork::forked_since(self.born)
     }
 }

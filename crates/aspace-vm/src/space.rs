@@ -17,15 +17,31 @@ use crate::error::VmError;
 use crate::shared::Shared;
 use crate::stats::Stats;
 use crate::types::RegionInfo;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-/// One space: the design beside the shared state. Field order is drop order: the design's
-/// regions go first, then the shared state (see [`Shared`] for its own order).
+/// One space: the design beside the shared state. Dropped by hand (see `Drop`): the design's
+/// regions first, then the shared state (see [`Shared`] for its own order).
 pub(crate) struct Space {
     /// The design's region store and locks.
-    pub(crate) design: Designs,
+    pub(crate) design: ManuallyDrop<Designs>,
     /// What every core shares.
-    pub(crate) shared: Shared,
+    pub(crate) shared: ManuallyDrop<Shared>,
+}
+
+impl Drop for Space {
+    fn drop(&mut self) {
+        if self.shared.in_forked_child() {
+            // Its locks may be held by threads that do not exist here and its RCU domain's
+            // reclaimer thread is the parent's: leak it (`fork.rs`).
+            return;
+        }
+        // SAFETY: dropped once, here, and never used again.
+        unsafe {
+            ManuallyDrop::drop(&mut self.design);
+            ManuallyDrop::drop(&mut self.shared);
+        }
+    }
 }
 
 /// A software address space with Linux `mmap` semantics over real memory. Clones share the
@@ -55,7 +71,10 @@ impl Builder {
         let design = Designs::new(config.design);
         let shared = Shared::new(config)?;
         Ok(AddressSpace {
-            space: Arc::new(Space { design, shared }),
+            space: Arc::new(Space {
+                design: ManuallyDrop::new(design),
+                shared: ManuallyDrop::new(shared),
+            }),
         })
     }
 }
@@ -71,13 +90,31 @@ impl AddressSpace {
         &self.space.shared.config
     }
 
+    /// Panics with a clear message in a forked child (these views have no error to return, and
+    /// waiting for a lock frozen by the fork would hang).
+    fn refuse_in_forked_child(&self, what: &str) {
+        assert!(
+            !self.space.shared.in_forked_child(),
+            "aspace_vm: AddressSpace::{what}() in a forked child: a space does not survive fork() \
+             (README, hazards)"
+        );
+    }
+
     /// The regions, sorted by address, like `/proc/self/maps`.
+    ///
+    /// # Panics
+    /// In a forked child of the process that built the space.
     pub fn maps(&self) -> Vec<RegionInfo> {
+        self.refuse_in_forked_child("maps");
         self.space.design.maps()
     }
 
     /// A snapshot of the counters (not atomic across fields while cores run).
+    ///
+    /// # Panics
+    /// In a forked child of the process that built the space.
     pub fn stats(&self) -> Stats {
+        self.refuse_in_forked_child("stats");
         let sh = &self.space.shared;
         let events = sh.counters.sum();
         Stats {

@@ -30,6 +30,7 @@ fn fault(f: Fault, base: u64) -> Outcome {
         Fault::Protection { addr } => Outcome::Fault(Probe::Protection, addr.wrapping_sub(base)),
         // The kernel never runs out here; report it as the errno a syscall would see.
         Fault::OutOfMemory { .. } => Outcome::Err(libc::ENOMEM),
+        Fault::ForkedChild { .. } => unreachable!("the differential test does not fork"),
     }
 }
 
@@ -122,6 +123,7 @@ impl EngineWindow {
                     Err(Fault::Unmapped { .. }) => Probe::Unmapped,
                     Err(Fault::Protection { .. }) => Probe::Protection,
                     Err(Fault::OutOfMemory { .. }) => panic!("aspace ran out of frames probing"),
+                    Err(Fault::ForkedChild { .. }) => unreachable!("no fork here"),
                 },
             )
             .collect()
@@ -153,6 +155,7 @@ impl EngineWindow {
                 Err(Fault::Unmapped { .. }) => Probe::Unmapped,
                 Err(Fault::Protection { .. }) => Probe::Protection,
                 Err(Fault::OutOfMemory { .. }) => panic!("aspace ran out of frames probing"),
+                Err(Fault::ForkedChild { .. }) => unreachable!("no fork here"),
             };
             let read = probe(self.core.touch(addr, Access::Read));
             let exec = probe(self.core.touch(addr, Access::Exec));
