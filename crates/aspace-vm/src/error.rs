@@ -48,6 +48,13 @@ pub enum VmError {
     /// `EAGAIN`: no core slot is free (`attach` beyond the configured core count).
     #[error("too many cores attached (limit {0})")]
     TooManyCores(usize),
+    /// `MAP_FIXED` (or `MAP_FIXED_NOREPLACE`) at an address in the top page of the 64-bit space
+    /// (`addr > 2^64 - 4096`): Linux's `get_unmapped_area` returns a fixed address unchanged and
+    /// its caller takes any value in that page for an error code, so the errno is `-addr`
+    /// (`2^64 - addr`, 1 to 4095: `EPERM` for `u64::MAX`, 4095, not a named errno, for
+    /// `2^64 - 4095`).
+    #[error("MAP_FIXED address {0:#x} lies in the top page, which Linux returns as an error code")]
+    TopPageAddress(u64),
 }
 
 impl VmError {
@@ -61,6 +68,7 @@ impl VmError {
             VmError::NotSupported => libc::EOPNOTSUPP,
             VmError::PermissionDenied => libc::EPERM,
             VmError::TooManyCores(_) => libc::EAGAIN,
+            VmError::TopPageAddress(addr) => addr.wrapping_neg() as i32,
         }
     }
 }
