@@ -60,8 +60,13 @@ pub(crate) struct Attrs {
     pub(crate) sharing: Sharing,
     /// `vm_flags` bits besides the access bits (`semantics::vm_flags`).
     pub(crate) flags: u8,
-    /// The anon identity (`anon_vma`); 0 = none yet.
+    /// The anon identity (`anon_vma`); 0 = none yet. For a shared region, the number of its
+    /// shmem object (from [`RegionSet::next_shmem`]; `maps()` shows it as the inode).
     pub(crate) anon: u64,
+    /// For a shared region, the address of offset 0 of its shmem object (where it was mapped;
+    /// `maps()` shows `start - shm_base` as the offset); 0 for a private one. Equal in every
+    /// piece of one object, so it never decides a merge.
+    pub(crate) shm_base: u64,
 }
 
 impl Attrs {
@@ -96,11 +101,18 @@ pub(crate) struct Region {
 impl Region {
     /// The `maps()` line of the region.
     pub(crate) fn info(&self) -> RegionInfo {
+        let shared = self.attrs.sharing == Sharing::Shared;
         RegionInfo {
             start: self.start,
             end: self.end,
             prot: self.attrs.prot,
             sharing: self.attrs.sharing,
+            offset: if shared {
+                self.start - self.attrs.shm_base
+            } else {
+                0
+            },
+            inode: if shared { self.attrs.anon } else { 0 },
         }
     }
 }
@@ -124,6 +136,7 @@ pub(crate) struct Slot {
     prot: Prot,
     sharing: Sharing,
     flags: u8,
+    shm_base: u64,
     /// Set 0 -> id at most once under a shared borrow (first write fault); otherwise written only
     /// through `&mut`. Relaxed everywhere: it is a value, not a publication; the design's lock
     /// orders it against the edits that read it.
@@ -137,6 +150,7 @@ impl Slot {
             prot: r.attrs.prot,
             sharing: r.attrs.sharing,
             flags: r.attrs.flags,
+            shm_base: r.attrs.shm_base,
             anon: AtomicU64::new(r.attrs.anon),
         }
     }
@@ -156,6 +170,7 @@ impl Slot {
             sharing: self.sharing,
             flags: self.flags,
             anon: self.anon.load(Ordering::Relaxed),
+            shm_base: self.shm_base,
         }
     }
 
@@ -183,6 +198,8 @@ pub(crate) struct RegionSet {
     removed: Vec<u64>,
     pieces: Vec<Region>,
     next_anon: AtomicU64,
+    /// Shared mappings created so far (the last shmem object number handed out).
+    shmem_count: u64,
 }
 
 impl RegionSet {
@@ -200,8 +217,21 @@ impl RegionSet {
     }
 
     /// A fresh anon identity.
+    #[cfg(test)]
     pub(crate) fn fresh_anon(&self) -> u64 {
         self.next_anon.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The number the next shared mapping's shmem object gets (1, 2, ... in creation order, like
+    /// the inode numbers Linux hands out; one counter per space, so a sequential history always
+    /// numbers its shared mappings the same). Call [`RegionSet::shmem_created`] once it is mapped.
+    pub(crate) fn next_shmem(&self) -> u64 {
+        self.shmem_count + 1
+    }
+
+    /// Records that the shared mapping numbered [`RegionSet::next_shmem`] was created.
+    pub(crate) fn shmem_created(&mut self) {
+        self.shmem_count += 1;
     }
 
     /// [`ANON_BLOCK`] fresh anon identities starting at the returned one (a core takes a block
@@ -539,6 +569,7 @@ mod tests {
             sharing: Sharing::Private,
             flags: 0,
             anon: 0,
+            shm_base: 0,
         }
     }
 

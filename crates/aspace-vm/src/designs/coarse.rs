@@ -143,17 +143,28 @@ impl DesignOps for Coarse {
             prot: req.prot,
             sharing,
             flags: req.flags,
+            // A shared mapping is a shmem object of its own, numbered like Linux's inodes.
             anon: if sharing == Sharing::Shared {
-                regions.fresh_anon()
+                regions.next_shmem()
             } else {
                 0
             },
+            shm_base: 0,
         };
         let len = req.len;
-        let new = |_| Some(attrs);
+        // The attributes of the new region if it lands at `at` (a shared one's offsets count
+        // from there).
+        let at = |a: u64| {
+            move |_| {
+                Some(Attrs {
+                    shm_base: if sharing == Sharing::Shared { a } else { 0 },
+                    ..attrs
+                })
+            }
+        };
         let start = match req.placement {
             Placement::Fixed(a) => {
-                let outcome = regions.edit(a..a + len, new, max, false)?;
+                let outcome = regions.edit(a..a + len, at(a), max, false)?;
                 if outcome.overlapped {
                     // MAP_FIXED replaced mappings: their translations go, like munmap's.
                     zap_locked(sh, core, a..a + len);
@@ -161,18 +172,18 @@ impl DesignOps for Coarse {
                 a
             }
             Placement::NoReplace(a) => {
-                regions.edit(a..a + len, new, max, true)?;
+                regions.edit(a..a + len, at(a), max, true)?;
                 a
             }
             Placement::Hint(h) if h <= bounds.max_addr - len => {
                 // Try the hint: the exclusive edit checks it is free and maps it in one search.
-                match regions.edit(h..h + len, new, max, true) {
+                match regions.edit(h..h + len, at(h), max, true) {
                     Ok(_) => h,
                     Err(VmError::Exists) => {
                         let a = regions
                             .find_gap_topdown(len, bounds)
                             .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?;
-                        regions.edit(a..a + len, new, max, false)?;
+                        regions.edit(a..a + len, at(a), max, false)?;
                         a
                     }
                     Err(e) => return Err(e),
@@ -182,10 +193,13 @@ impl DesignOps for Coarse {
                 let a = regions
                     .find_gap_topdown(len, bounds)
                     .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?;
-                regions.edit(a..a + len, new, max, false)?;
+                regions.edit(a..a + len, at(a), max, false)?;
                 a
             }
         };
+        if sharing == Sharing::Shared {
+            regions.shmem_created();
+        }
         let range = start..start + len;
         if req.populate && req.prot.allows(Access::Read) {
             // Linux populates writable private mappings with write faults.
@@ -238,7 +252,9 @@ impl DesignOps for Coarse {
     ) -> Result<(), VmError> {
         let mut regions = self.regions.write();
         let overlaps = !regions.is_free(range.start, range.end);
-        if let Some(e) = semantics::growsdown_error(prot, overlaps) {
+        if let Some(e) =
+            semantics::grows_error(prot, overlaps, regions.lookup(range.start).is_some())
+        {
             return Err(e);
         }
         if regions.lookup(range.start).is_none() {
