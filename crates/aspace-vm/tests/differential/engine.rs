@@ -129,15 +129,23 @@ impl EngineWindow {
 
     /// The state of the window as aspace shows it.
     pub fn snapshot(&mut self) -> Snapshot {
-        let lines: Vec<Line> = self
+        let (lo, hi) = (self.base, self.base + self.pages * PAGE);
+        let maps: Vec<_> = self
             .space
             .maps()
             .into_iter()
+            .filter(|r| r.end > lo && r.start < hi)
+            .collect();
+        let texts = maps.iter().map(|r| r.to_string()).collect();
+        let lines: Vec<Line> = maps
+            .iter()
             .map(|r| Line {
-                start: r.start.wrapping_sub(self.base),
-                end: r.end.wrapping_sub(self.base),
+                start: r.start.max(lo) - lo,
+                end: r.end.min(hi) - lo,
                 prot: r.prot.bits(),
                 shared: r.sharing == Sharing::Shared,
+                offset: r.offset,
+                inode: r.inode,
             })
             .collect();
         // Reads and fetches are probed for real; writes are not (a write fault changes merge state
@@ -166,6 +174,7 @@ impl EngineWindow {
         }
         Snapshot {
             lines,
+            texts,
             access: access_v,
             contents,
         }
