@@ -76,7 +76,7 @@ impl EngineWindow {
                 prot,
                 flags,
             } => match self.core.mmap(
-                base + off,
+                base.wrapping_add(off),
                 len,
                 Prot::from_bits_retain(prot),
                 MapFlags::from_bits_retain(flags),
@@ -84,15 +84,17 @@ impl EngineWindow {
                 Ok(a) => Outcome::Ok(a.wrapping_sub(base)),
                 Err(e) => Outcome::Err(e.errno()),
             },
-            Op::Munmap { off, len } => call(self.core.munmap(base + off, len)),
+            Op::Munmap { off, len } => call(self.core.munmap(base.wrapping_add(off), len)),
             Op::Mprotect { off, len, prot } => call(self.core.mprotect(
-                base + off,
+                base.wrapping_add(off),
                 len,
                 Prot::from_bits_retain(prot),
             )),
-            Op::Madvise { off, len, advice } => {
-                call(self.core.madvise(base + off, len, Advice::from_raw(advice)))
-            }
+            Op::Madvise { off, len, advice } => call(self.core.madvise(
+                base.wrapping_add(off),
+                len,
+                Advice::from_raw(advice),
+            )),
             Op::Write { off, len, fill } => {
                 match self.core.write(base + off, &pattern(fill, len)) {
                     Ok(()) => Outcome::Done(Vec::new()),
