@@ -33,11 +33,24 @@
 //! - *verified*: a hint is rounded down to a page, raised to `mmap_min_addr` when below it, and
 //!   honoured when `[hint, hint + len)` is free and inside the space; otherwise the search runs
 //!   top-down from the top of the space (like `arch_get_unmapped_area_topdown`).
-//! - *verified*: `MAP_NORESERVE` and `MAP_STACK` regions do not merge with regions without them
-//!   (they set `VM_NORESERVE` / `VM_NOHUGEPAGE`); `MAP_POPULATE` regions do.
+//! - *verified*: `MAP_NORESERVE`, `MAP_STACK` and `MAP_SYNC` regions do not merge with regions
+//!   without them (they set `VM_NORESERVE` / `VM_NOHUGEPAGE` / `VM_SYNC`; `MAP_SYNC` is recorded
+//!   on private and shared anonymous mappings alike, smaps shows `sf`); `MAP_POPULATE` regions do.
+//! - *verified*: `MAP_NONBLOCK` cancels `MAP_POPULATE` (`mincore` after `MAP_POPULATE`: `1111`;
+//!   with `MAP_NONBLOCK` too: `0000`), so such a region gets no `anon_vma` at `mmap`.
+//! - *verified*: `MAP_FIXED`/`MAP_FIXED_NOREPLACE` at an address in the top page of the 64-bit
+//!   space (`addr > 2^64 - 4096`) fails with errno `2^64 - addr`: `get_unmapped_area` returns
+//!   the fixed address and its caller reads it as an error code (`0xffff_ffff_ffff_ffff` is
+//!   `EPERM`, `..._fff4` `ENOMEM`, `..._f001` errno 4095); `0xffff_ffff_ffff_f000` is `ENOMEM`.
+//! - *verified*: user space ends at `2^47 - 4096` (`TASK_SIZE`): `MAP_FIXED` of the page below
+//!   it succeeds, of `[2^47 - 4096, 2^47)` is `ENOMEM` (the default `max_addr`).
+//! - *verified*: `MAP_32BIT` and `MAP_ABOVE4G` are ignored with `MAP_FIXED`; `MAP_DENYWRITE`,
+//!   `MAP_EXECUTABLE`, `MAP_UNINITIALIZED` (not configured) and the `MAP_HUGE_*` size bits
+//!   without `MAP_HUGETLB` are ignored (the region merges with a plain neighbour).
 //! - Flags Linux knows that change behaviour this crate does not model (`MAP_GROWSDOWN`,
-//!   `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT`, the `MAP_DROPPABLE` type) are `EINVAL` here: a
-//!   documented deviation, never a silent one.
+//!   `MAP_LOCKED`, `MAP_HUGETLB`, a `MAP_32BIT` search, the `MAP_DROPPABLE` type) are `EINVAL`
+//!   here: a documented deviation, never a silent one (the differential generator does not draw
+//!   them). `MAP_ABOVE4G` without `MAP_FIXED` is accepted and does not restrict the search.
 //!
 //! `munmap` (*verified*): unaligned `addr`, `len == 0`, `addr` past the top or `len` past the top
 //! (including overflow) are `EINVAL`; unmapping nothing succeeds.
@@ -46,7 +59,10 @@
 //! with unknown prot bits**; a rounded length that overflows is `ENOMEM`; then unknown prot bits
 //! are `EINVAL` (`PROT_SEM` is accepted and ignored on x86-64); then `ENOMEM` if `addr` is not
 //! mapped; `PROT_GROWSDOWN` is `ENOMEM` when no region overlaps the range and `EINVAL` when one
-//! does (none grows down here; found by the differential test). Over a hole, Linux
+//! does (none grows down here; found by the differential test); `PROT_GROWSUP` is `EINVAL` when
+//! a region contains `addr` (x86-64 has no `VM_GROWSUP`) and `ENOMEM` otherwise, even when a
+//! region starts later in the range (*verified*; aspace used to ignore the bit). `mmap` ignores
+//! both bits (*verified*). Over a hole, Linux
 //! **applies the protection to the regions before the hole and then fails with `ENOMEM`**
 //! (*verified*: the first page became `r--` and the page after the hole stayed `rw-`).
 //!
@@ -60,10 +76,25 @@
 //! (`MADV_FREE`, `MADV_REMOVE`, ...) is `EINVAL` here (documented deviation).
 //!
 //! `max_map_count`: this crate refuses (`ENOMEM`, nothing changed) any call whose **resulting**
-//! region count, after splits and merges, would exceed the limit. Linux checks
-//! `map_count > max_map_count` before an `mmap` (so it can end one region over the limit) and
-//! `map_count >= max_map_count` before each split (so an `mprotect` can fail after a first split);
-//! the rule here is the invariant those checks approximate (documented deviation at the limit).
+//! region count, after splits and merges, would exceed the limit: the invariant Linux's checks
+//! approximate, kept on purpose (a documented deviation at the limit). Linux checks per step
+//! (*verified* on 6.18 by filling a process to `max_map_count` = 65,530 VMAs):
+//! - `mmap` is refused when `map_count > max_map_count` **before** it does anything, so it can
+//!   create one region over the limit (at 65,530 an isolated `mmap` succeeded: 65,531; at 65,531
+//!   even an `mmap` that would merge was refused); `MAP_FIXED` over the middle of a region needs
+//!   `map_count < max` for its split, then adds the new region unchecked (65,529 -> 65,531).
+//! - `munmap` of the middle of a region is refused at `map_count >= max`; of an end, never.
+//! - `mprotect` splits region by region, each split refused at `map_count >= max`, and a refusal
+//!   keeps what came before it: at 65,529, `mprotect` of the middle of `[0, 8)` pages made the
+//!   first split (`[0, 2)` and `[2, 8)`, both `rw-p`, left unmerged) and failed at the second.
+//! - `madvise` that changes region flags (`MADV_RANDOM`, `MADV_SEQUENTIAL`, `MADV_NORMAL`) is
+//!   refused like `mprotect` but with `EAGAIN`.
+//!
+//! Reproducing these needs adjacent regions with equal attributes left unmerged and per-split
+//! checks inside the designs' region edit; the differential test cannot lower the kernel's limit
+//! without changing the machine-wide `vm.max_map_count` (which other processes on a shared
+//! machine would see), so the kernel side of these rules is pinned by the program above, quoted
+//! here, rather than by the random test.
 //!
 //! Not for: anything that needs the region set or memory (see `region.rs`, `designs/`).
 

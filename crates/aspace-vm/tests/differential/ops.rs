@@ -10,9 +10,13 @@
 //! same across `rand` versions). Every generated range lies inside the window, or fails before
 //! touching anything (overflowing lengths wrap past 2^64, which every call rejects): the kernel
 //! side applies ops to the real test process, so nothing may ever reach outside the window.
-//! Advice values that change kernel-internal VMA flags (`MADV_RANDOM`, `MADV_SEQUENTIAL`, which
-//! split VMAs that `/proc/self/maps` then lists separately) and mmap flag bits with real effects
-//! (`MAP_GROWSDOWN`, `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT`, `MAP_DROPPABLE`) are not generated.
+//! Every `mmap` flag bit Linux defines is drawn, and unknown ones, except those aspace refuses on
+//! purpose (`MAP_GROWSDOWN`, `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT` without `MAP_FIXED`, the
+//! `MAP_DROPPABLE` type; `semantics.rs`); protections carry `PROT_SEM`, `PROT_GROWSDOWN`,
+//! `PROT_GROWSUP` or any other bit in a quarter of the draws. Boundary ops (`boundary_op`) name
+//! addresses at and above Linux's `TASK_SIZE` up to the top page of 2^64, aligned or not, which
+//! both sides must refuse alike. Advice values that change kernel-internal VMA flags
+//! (`MADV_RANDOM`, `MADV_SEQUENTIAL`) are not generated.
 //!
 //! Not for: applying ops (that is `kernel.rs` and `engine.rs`).
 
