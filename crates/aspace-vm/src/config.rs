@@ -1,12 +1,19 @@
 //! How an address space is configured: its [`Design`] and its limits, set through
 //! [`crate::AddressSpace::builder`].
 //!
-//! Defaults follow Linux where Linux has one (`max_map_count` 65,530; a 47-bit user address space
-//! starting at `mmap_min_addr` 64 KiB) and are otherwise sized for tests and benchmarks (256 MiB of
+//! Defaults follow Linux where Linux has one (`max_map_count` 65,530; x86-64's four-level user
+//! address space, which ends one page below 2^47 (`TASK_SIZE`, *verified*: `mmap(MAP_FIXED)` of
+//! the page at `2^47 - 8192` succeeds, of the page at `2^47 - 4096` is `ENOMEM`), starting at
+//! `mmap_min_addr` 64 KiB) and are otherwise sized for tests and benchmarks (256 MiB of
 //! frames, a 64-entry soft TLB per core).
 
 use crate::error::VmError;
 use crate::types::PAGE_SIZE;
+
+/// Linux's `TASK_SIZE` on x86-64 with four-level paging: user space ends one page below 2^47
+/// (the page below the non-canonical hole stays unmapped, a guard against `syscall` returning to
+/// a non-canonical address).
+pub(crate) const DEFAULT_MAX_ADDR: u64 = (1 << 47) - PAGE_SIZE;
 
 /// One concurrency strategy for the whole address space (DESIGN §6). More designs follow in later
 /// issues; every test and workload runs on every design.
@@ -45,7 +52,7 @@ pub struct Config {
     pub memory: u64,
     /// Lowest mappable address (Linux's `vm.mmap_min_addr`, 64 KiB).
     pub min_addr: u64,
-    /// One past the highest mappable address (the size of the address space; 2^47 like x86-64).
+    /// One past the highest mappable address (default `2^47 - 4096`, x86-64's `TASK_SIZE`).
     pub max_addr: u64,
     /// Most regions at once (Linux's `vm.max_map_count`).
     pub max_map_count: usize,
@@ -63,7 +70,7 @@ impl Default for Config {
             design: Design::Coarse,
             memory: 256 << 20,
             min_addr: 0x1_0000,
-            max_addr: 1 << 47,
+            max_addr: DEFAULT_MAX_ADDR,
             max_map_count: 65_530,
             max_cores: 256,
             tlb_entries: 64,
@@ -129,7 +136,7 @@ impl Builder {
         self
     }
 
-    /// The mappable address range `[min_addr, max_addr)` (default `[64 KiB, 2^47)`).
+    /// The mappable address range `[min_addr, max_addr)` (default `[64 KiB, 2^47 - 4096)`).
     pub fn address_range(mut self, min_addr: u64, max_addr: u64) -> Self {
         self.config.min_addr = min_addr;
         self.config.max_addr = max_addr;

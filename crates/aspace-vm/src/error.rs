@@ -52,6 +52,13 @@ pub enum VmError {
     /// its locks and threads are not recoverable (README, hazards).
     #[error("address space used in a forked child")]
     ForkedChild,
+    /// `MAP_FIXED` (or `MAP_FIXED_NOREPLACE`) at an address in the top page of the 64-bit space
+    /// (`addr > 2^64 - 4096`): Linux's `get_unmapped_area` returns a fixed address unchanged and
+    /// its caller takes any value in that page for an error code, so the errno is `-addr`
+    /// (`2^64 - addr`, 1 to 4095: `EPERM` for `u64::MAX`, 4095, not a named errno, for
+    /// `2^64 - 4095`).
+    #[error("MAP_FIXED address {0:#x} lies in the top page, which Linux returns as an error code")]
+    TopPageAddress(u64),
 }
 
 impl VmError {
@@ -66,6 +73,7 @@ impl VmError {
             VmError::PermissionDenied => libc::EPERM,
             VmError::TooManyCores(_) => libc::EAGAIN,
             VmError::ForkedChild => libc::ENOTRECOVERABLE,
+            VmError::TopPageAddress(addr) => addr.wrapping_neg() as i32,
         }
     }
 }

@@ -33,11 +33,24 @@
 //! - *verified*: a hint is rounded down to a page, raised to `mmap_min_addr` when below it, and
 //!   honoured when `[hint, hint + len)` is free and inside the space; otherwise the search runs
 //!   top-down from the top of the space (like `arch_get_unmapped_area_topdown`).
-//! - *verified*: `MAP_NORESERVE` and `MAP_STACK` regions do not merge with regions without them
-//!   (they set `VM_NORESERVE` / `VM_NOHUGEPAGE`); `MAP_POPULATE` regions do.
+//! - *verified*: `MAP_NORESERVE`, `MAP_STACK` and `MAP_SYNC` regions do not merge with regions
+//!   without them (they set `VM_NORESERVE` / `VM_NOHUGEPAGE` / `VM_SYNC`; `MAP_SYNC` is recorded
+//!   on private and shared anonymous mappings alike, smaps shows `sf`); `MAP_POPULATE` regions do.
+//! - *verified*: `MAP_NONBLOCK` cancels `MAP_POPULATE` (`mincore` after `MAP_POPULATE`: `1111`;
+//!   with `MAP_NONBLOCK` too: `0000`), so such a region gets no `anon_vma` at `mmap`.
+//! - *verified*: `MAP_FIXED`/`MAP_FIXED_NOREPLACE` at an address in the top page of the 64-bit
+//!   space (`addr > 2^64 - 4096`) fails with errno `2^64 - addr`: `get_unmapped_area` returns
+//!   the fixed address and its caller reads it as an error code (`0xffff_ffff_ffff_ffff` is
+//!   `EPERM`, `..._fff4` `ENOMEM`, `..._f001` errno 4095); `0xffff_ffff_ffff_f000` is `ENOMEM`.
+//! - *verified*: user space ends at `2^47 - 4096` (`TASK_SIZE`): `MAP_FIXED` of the page below
+//!   it succeeds, of `[2^47 - 4096, 2^47)` is `ENOMEM` (the default `max_addr`).
+//! - *verified*: `MAP_32BIT` and `MAP_ABOVE4G` are ignored with `MAP_FIXED`; `MAP_DENYWRITE`,
+//!   `MAP_EXECUTABLE`, `MAP_UNINITIALIZED` (not configured) and the `MAP_HUGE_*` size bits
+//!   without `MAP_HUGETLB` are ignored (the region merges with a plain neighbour).
 //! - Flags Linux knows that change behaviour this crate does not model (`MAP_GROWSDOWN`,
-//!   `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT`, the `MAP_DROPPABLE` type) are `EINVAL` here: a
-//!   documented deviation, never a silent one.
+//!   `MAP_LOCKED`, `MAP_HUGETLB`, a `MAP_32BIT` search, the `MAP_DROPPABLE` type) are `EINVAL`
+//!   here: a documented deviation, never a silent one (the differential generator does not draw
+//!   them). `MAP_ABOVE4G` without `MAP_FIXED` is accepted and does not restrict the search.
 //!
 //! `munmap` (*verified*): unaligned `addr`, `len == 0`, `addr` past the top or `len` past the top
 //! (including overflow) are `EINVAL`; unmapping nothing succeeds.
@@ -46,7 +59,10 @@
 //! with unknown prot bits**; a rounded length that overflows is `ENOMEM`; then unknown prot bits
 //! are `EINVAL` (`PROT_SEM` is accepted and ignored on x86-64); then `ENOMEM` if `addr` is not
 //! mapped; `PROT_GROWSDOWN` is `ENOMEM` when no region overlaps the range and `EINVAL` when one
-//! does (none grows down here; found by the differential test). Over a hole, Linux
+//! does (none grows down here; found by the differential test); `PROT_GROWSUP` is `EINVAL` when
+//! a region contains `addr` (x86-64 has no `VM_GROWSUP`) and `ENOMEM` otherwise, even when a
+//! region starts later in the range (*verified*; aspace used to ignore the bit). `mmap` ignores
+//! both bits (*verified*). Over a hole, Linux
 //! **applies the protection to the regions before the hole and then fails with `ENOMEM`**
 //! (*verified*: the first page became `r--` and the page after the hole stayed `rw-`).
 //!
@@ -60,10 +76,25 @@
 //! (`MADV_FREE`, `MADV_REMOVE`, ...) is `EINVAL` here (documented deviation).
 //!
 //! `max_map_count`: this crate refuses (`ENOMEM`, nothing changed) any call whose **resulting**
-//! region count, after splits and merges, would exceed the limit. Linux checks
-//! `map_count > max_map_count` before an `mmap` (so it can end one region over the limit) and
-//! `map_count >= max_map_count` before each split (so an `mprotect` can fail after a first split);
-//! the rule here is the invariant those checks approximate (documented deviation at the limit).
+//! region count, after splits and merges, would exceed the limit: the invariant Linux's checks
+//! approximate, kept on purpose (a documented deviation at the limit). Linux checks per step
+//! (*verified* on 6.18 by filling a process to `max_map_count` = 65,530 VMAs):
+//! - `mmap` is refused when `map_count > max_map_count` **before** it does anything, so it can
+//!   create one region over the limit (at 65,530 an isolated `mmap` succeeded: 65,531; at 65,531
+//!   even an `mmap` that would merge was refused); `MAP_FIXED` over the middle of a region needs
+//!   `map_count < max` for its split, then adds the new region unchecked (65,529 -> 65,531).
+//! - `munmap` of the middle of a region is refused at `map_count >= max`; of an end, never.
+//! - `mprotect` splits region by region, each split refused at `map_count >= max`, and a refusal
+//!   keeps what came before it: at 65,529, `mprotect` of the middle of `[0, 8)` pages made the
+//!   first split (`[0, 2)` and `[2, 8)`, both `rw-p`, left unmerged) and failed at the second.
+//! - `madvise` that changes region flags (`MADV_RANDOM`, `MADV_SEQUENTIAL`, `MADV_NORMAL`) is
+//!   refused like `mprotect` but with `EAGAIN`.
+//!
+//! Reproducing these needs adjacent regions with equal attributes left unmerged and per-split
+//! checks inside the designs' region edit; the differential test cannot lower the kernel's limit
+//! without changing the machine-wide `vm.max_map_count` (which other processes on a shared
+//! machine would see), so the kernel side of these rules is pinned by the program above, quoted
+//! here, rather than by the random test.
 //!
 //! Not for: anything that needs the region set or memory (see `region.rs`, `designs/`).
 
@@ -83,11 +114,17 @@ const MAP_LOCKED: u32 = 0x2000;
 const MAP_STACK: u32 = 0x2_0000;
 /// `MAP_HUGETLB`: huge pages. Not modelled.
 const MAP_HUGETLB: u32 = 0x4_0000;
+/// `MAP_NONBLOCK`: with `MAP_POPULATE`, do not populate (`do_mmap` populates only when
+/// `flags & (MAP_POPULATE | MAP_NONBLOCK) == MAP_POPULATE`).
+const MAP_NONBLOCK: u32 = 0x1_0000;
+/// `MAP_SYNC`: sets `VM_SYNC` on an anonymous mapping (only `MAP_SHARED_VALIDATE` file
+/// mappings validate it), which only matters here for merging.
+const MAP_SYNC: u32 = 0x8_0000;
 /// `PROT_SEM`: accepted and ignored by x86-64's `arch_validate_prot`.
 const PROT_SEM: u32 = 0x8;
 /// `PROT_GROWSDOWN`: only valid on a `VM_GROWSDOWN` region (none exist here).
 const PROT_GROWSDOWN: u32 = 0x0100_0000;
-/// `PROT_GROWSUP`: ignored on x86-64 unless combined with `PROT_GROWSDOWN`.
+/// `PROT_GROWSUP`: only valid on a `VM_GROWSUP` region, which x86-64 cannot have.
 const PROT_GROWSUP: u32 = 0x0200_0000;
 
 /// Region flag bits that only decide whether two neighbours merge (Linux's `vm_flags` other
@@ -107,6 +144,8 @@ pub(crate) mod vm_flags {
     /// so a region that was written and then made read-only stays apart from a fresh read-only
     /// neighbour in `/proc/self/maps` (found by the exact differential comparison, seed 440).
     pub(crate) const ACCOUNT: u8 = 1 << 4;
+    /// `VM_SYNC` (from `MAP_SYNC`, which Linux records on anonymous mappings too).
+    pub(crate) const SYNC: u8 = 1 << 5;
 
     /// The `VM_ACCOUNT` bit after `mprotect(prot)` of a region with these attributes.
     pub(crate) fn after_mprotect(
@@ -196,15 +235,15 @@ pub(crate) fn check_mmap(
     if !flags.contains(MapFlags::ANONYMOUS) {
         return Err(VmError::BadFile);
     }
-    if bits & (MAP_GROWSDOWN | MAP_LOCKED | MAP_HUGETLB | MAP_32BIT) != 0 {
+    let fixed = bits & (MapFlags::FIXED.bits() | MapFlags::FIXED_NOREPLACE.bits()) != 0;
+    if bits & (MAP_GROWSDOWN | MAP_LOCKED | MAP_HUGETLB) != 0 || (!fixed && bits & MAP_32BIT != 0) {
         return Err(VmError::InvalidArgument(
-            "MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB and MAP_32BIT are not supported",
+            "MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB and a MAP_32BIT search are not supported",
         ));
     }
     if len == 0 {
         return Err(VmError::InvalidArgument("mmap length is zero"));
     }
-    let fixed = bits & (MapFlags::FIXED.bits() | MapFlags::FIXED_NOREPLACE.bits()) != 0;
     let len = match page_align(len) {
         Some(l) if l != 0 => l,
         _ => return Err(VmError::OutOfMemory(Limit::AddressSpace)),
@@ -214,6 +253,11 @@ pub(crate) fn check_mmap(
         return Err(VmError::OutOfMemory(Limit::AddressSpace));
     }
     let placement = if fixed {
+        // get_unmapped_area returns a fixed address unchanged, and its caller takes a value in
+        // the top page as an error code: the errno is `-addr`.
+        if addr > u64::MAX - (PAGE_SIZE - 1) {
+            return Err(VmError::TopPageAddress(addr));
+        }
         if addr > space - len {
             return Err(VmError::OutOfMemory(Limit::AddressSpace));
         }
@@ -253,6 +297,9 @@ pub(crate) fn check_mmap(
     if bits & MAP_STACK != 0 {
         vm |= vm_flags::STACK;
     }
+    if bits & MAP_SYNC != 0 {
+        vm |= vm_flags::SYNC;
+    }
     if sharing == Ok(Sharing::Private)
         && prot.contains(Prot::WRITE)
         && !flags.contains(MapFlags::NORESERVE)
@@ -265,7 +312,7 @@ pub(crate) fn check_mmap(
         prot: Prot::from_bits_retain(prot.bits() & Prot::KNOWN.bits()),
         sharing,
         flags: vm,
-        populate: flags.contains(MapFlags::POPULATE),
+        populate: bits & (MapFlags::POPULATE.bits() | MAP_NONBLOCK) == MapFlags::POPULATE.bits(),
     })
 }
 
@@ -320,27 +367,36 @@ pub(crate) fn check_mprotect(
     if bits & !(Prot::KNOWN.bits() | PROT_SEM | PROT_GROWSDOWN | PROT_GROWSUP) != 0 {
         return Err(VmError::InvalidArgument("unknown protection bits"));
     }
-    // PROT_GROWSDOWN is kept: whether it is EINVAL (a region overlaps the range, and none grows
-    // down here) or ENOMEM (nothing there) needs the region set; see `growsdown_error`.
+    // PROT_GROWSDOWN and PROT_GROWSUP are kept: whether they are EINVAL (no region here grows)
+    // or ENOMEM (nothing there) needs the region set; see `grows_error`.
     Ok(Some((
         addr..end,
-        Prot::from_bits_retain(bits & (Prot::KNOWN.bits() | PROT_GROWSDOWN)),
+        Prot::from_bits_retain(bits & (Prot::KNOWN.bits() | PROT_GROWSDOWN | PROT_GROWSUP)),
     )))
 }
 
-/// For an `mprotect` whose prot carries `PROT_GROWSDOWN`: the error Linux gives, given
-/// whether any region overlaps the range (`do_mprotect_pkey` looks the region up first: none is
-/// `ENOMEM`; one that does not grow down, the only kind here, is `EINVAL`). `None` without the
-/// bit. Found by the differential test (`mprotect(unmapped, PROT_GROWSDOWN)` is `ENOMEM`).
-pub(crate) fn growsdown_error(prot: Prot, overlaps: bool) -> Option<VmError> {
-    if prot.bits() & PROT_GROWSDOWN == 0 {
+/// For an `mprotect` whose prot carries `PROT_GROWSDOWN` or `PROT_GROWSUP`: the error Linux
+/// gives, given whether any region overlaps the range and whether one contains its start
+/// (`do_mprotect_pkey` finds the first region overlapping the range, none is `ENOMEM`; with
+/// `PROT_GROWSDOWN` that region must grow down, else `EINVAL`; without it, a region starting
+/// after `addr` is `ENOMEM`, and then with `PROT_GROWSUP` it must grow up, else `EINVAL`). No
+/// region grows either way here (x86-64 has no `VM_GROWSUP` at all). `None` without the bits.
+/// `PROT_GROWSDOWN`'s `ENOMEM` was found by the differential test; `PROT_GROWSUP`'s `EINVAL` by an
+/// independent differential run (aspace ignored the bit).
+pub(crate) fn grows_error(prot: Prot, overlaps: bool, covers_start: bool) -> Option<VmError> {
+    let bits = prot.bits();
+    if bits & (PROT_GROWSDOWN | PROT_GROWSUP) == 0 {
         None
-    } else if overlaps {
+    } else if !overlaps || (bits & PROT_GROWSDOWN == 0 && !covers_start) {
+        Some(VmError::OutOfMemory(Limit::Hole))
+    } else if bits & PROT_GROWSDOWN != 0 {
         Some(VmError::InvalidArgument(
             "PROT_GROWSDOWN on a region that does not grow down",
         ))
     } else {
-        Some(VmError::OutOfMemory(Limit::Hole))
+        Some(VmError::InvalidArgument(
+            "PROT_GROWSUP on a region that does not grow up",
+        ))
     }
 }
 
@@ -494,7 +550,7 @@ mod tests {
 
     #[test]
     fn mmap_unmodelled_flags_are_einval() {
-        for f in [MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB, MAP_32BIT] {
+        for f in [MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB] {
             let flags = MapFlags::from_bits_retain(PA.bits() | f);
             assert_eq!(
                 errno(check_mmap(0, 4096, Prot::READ, flags, B)),
@@ -561,9 +617,86 @@ mod tests {
         let (_, p) = check_mprotect(0x10000, 1, Prot::from_bits_retain(PROT_GROWSDOWN | 1))
             .unwrap()
             .unwrap();
-        assert_eq!(growsdown_error(p, true).unwrap().errno(), libc::EINVAL);
-        assert_eq!(growsdown_error(p, false).unwrap().errno(), libc::ENOMEM);
-        assert_eq!(growsdown_error(Prot::READ, true), None);
+        assert_eq!(grows_error(p, true, false).unwrap().errno(), libc::EINVAL);
+        assert_eq!(grows_error(p, false, false).unwrap().errno(), libc::ENOMEM);
+        assert_eq!(grows_error(Prot::READ, true, true), None);
+    }
+
+    #[test]
+    fn mprotect_growsup_is_einval_on_a_region_at_addr_and_enomem_otherwise() {
+        let (_, p) = check_mprotect(0x10000, 1, Prot::from_bits_retain(PROT_GROWSUP | 1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(grows_error(p, true, true).unwrap().errno(), libc::EINVAL);
+        assert_eq!(grows_error(p, true, false).unwrap().errno(), libc::ENOMEM);
+        assert_eq!(grows_error(p, false, false).unwrap().errno(), libc::ENOMEM);
+        // Both bits: EINVAL before anything else, even unaligned.
+        let both = Prot::from_bits_retain(PROT_GROWSUP | PROT_GROWSDOWN);
+        assert_eq!(errno(check_mprotect(0x10001, 0, both)), libc::EINVAL);
+    }
+
+    #[test]
+    fn mmap_fixed_in_the_top_page_fails_with_minus_addr() {
+        for (addr, e) in [
+            (u64::MAX, libc::EPERM),
+            (u64::MAX - 11, libc::ENOMEM),
+            (u64::MAX - 21, libc::EINVAL),
+            (u64::MAX - 4094, 4095),
+        ] {
+            for f in [MapFlags::FIXED, MapFlags::FIXED_NOREPLACE] {
+                assert_eq!(errno(check_mmap(addr, 4096, Prot::READ, PA | f, B)), e);
+            }
+        }
+        // The page-aligned address below it is an ordinary address past the top.
+        assert_eq!(
+            errno(check_mmap(
+                u64::MAX - 4095,
+                4096,
+                Prot::READ,
+                PA | MapFlags::FIXED,
+                B
+            )),
+            libc::ENOMEM
+        );
+        // The length is checked first.
+        assert_eq!(
+            errno(check_mmap(
+                u64::MAX,
+                1 << 48,
+                Prot::READ,
+                PA | MapFlags::FIXED,
+                B
+            )),
+            libc::ENOMEM
+        );
+    }
+
+    #[test]
+    fn mmap_nonblock_cancels_populate() {
+        let r = check_mmap(0, 1, Prot::READ, PA | MapFlags::POPULATE, B).unwrap();
+        assert!(r.populate);
+        let f = MapFlags::from_bits_retain(PA.bits() | MapFlags::POPULATE.bits() | MAP_NONBLOCK);
+        assert!(!check_mmap(0, 1, Prot::READ, f, B).unwrap().populate);
+    }
+
+    #[test]
+    fn mmap_sync_is_a_region_flag_on_anonymous_memory() {
+        for t in [0x01, 0x02] {
+            let f = MapFlags::from_bits_retain(t | 0x20 | MAP_SYNC);
+            assert_eq!(
+                check_mmap(0, 1, Prot::READ, f, B).unwrap().flags,
+                vm_flags::SYNC
+            );
+        }
+    }
+
+    #[test]
+    fn mmap_32bit_is_ignored_with_map_fixed_only() {
+        let f = MapFlags::from_bits_retain(PA.bits() | MAP_32BIT);
+        assert_eq!(errno(check_mmap(0, 1, Prot::READ, f, B)), libc::EINVAL);
+        let r = check_mmap(0x20_0000, 1, Prot::READ, f | MapFlags::FIXED, B).unwrap();
+        assert_eq!(r.placement, Placement::Fixed(0x20_0000));
+        assert_eq!(r.flags, 0);
     }
 
     #[test]

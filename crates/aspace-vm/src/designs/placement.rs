@@ -18,6 +18,7 @@ use crate::region::plan::{EditOutcome, OnOverlap};
 use crate::region::store::RegionStore;
 use crate::region::Attrs;
 use crate::semantics::{Bounds, Placement};
+use crate::types::Sharing;
 
 /// The highest `len`-byte gap of `regions` inside `bounds`, or `ENOMEM`.
 fn top_down(regions: &impl RegionStore, len: u64, bounds: Bounds) -> Result<u64, VmError> {
@@ -68,9 +69,18 @@ pub(crate) fn map_placed_locked(
     max_count: usize,
 ) -> Result<(u64, EditOutcome), VmError> {
     let bufs = &mut core.edits;
-    let new = |_| Some(attrs);
     let mut at = |regions: &mut _, a: u64, mode| {
-        RegionStore::edit(regions, bufs, a..a + len, new, mode, max_count).map(|o| (a, o))
+        // A shared mapping's offsets count from where it lands.
+        let attrs = Attrs {
+            shm_base: if attrs.sharing == Sharing::Shared {
+                a
+            } else {
+                0
+            },
+            ..attrs
+        };
+        RegionStore::edit(regions, bufs, a..a + len, |_| Some(attrs), mode, max_count)
+            .map(|o| (a, o))
     };
     match placement {
         Placement::Fixed(a) => at(regions, a, OnOverlap::Rewrite),
@@ -96,7 +106,7 @@ mod tests {
     use super::*;
     use crate::region::plan::EditBuffers;
     use crate::region::store::BTreeStore;
-    use crate::types::{Prot, Sharing};
+    use crate::types::Prot;
 
     const P: u64 = 4096;
     const B: Bounds = Bounds {
@@ -110,6 +120,7 @@ mod tests {
             sharing: Sharing::Private,
             flags: 0,
             anon: None,
+            shm_base: 0,
         };
         let mut bufs = EditBuffers::default();
         store

@@ -164,14 +164,14 @@ pub(crate) fn mmap_locked(
             return Err(e);
         }
     };
+    let shared = sharing == Sharing::Shared;
     let attrs = Attrs {
         prot: req.prot,
         sharing,
         flags: req.flags,
-        anon: match sharing {
-            Sharing::Shared => Some(core.fresh_anon(sh)),
-            Sharing::Private => None,
-        },
+        // A shared mapping is a shmem object of its own, numbered like Linux's inodes.
+        anon: shared.then(|| regions.next_shmem()),
+        shm_base: 0,
     };
     let (start, outcome) = placement::map_placed_locked(
         core,
@@ -182,6 +182,9 @@ pub(crate) fn mmap_locked(
         bounds,
         sh.config.max_map_count,
     )?;
+    if shared {
+        regions.shmem_created();
+    }
     let range = start..start + req.len;
     if outcome.overlapped {
         // MAP_FIXED replaced mappings: their translations go, like munmap's.
@@ -255,10 +258,11 @@ pub(crate) fn mprotect_locked(
     prot: Prot,
 ) -> Result<(), VmError> {
     let overlaps = !regions.is_free(range.start, range.end);
-    if let Some(e) = crate::semantics::growsdown_error(prot, overlaps) {
+    let covers_start = regions.lookup(range.start).is_some();
+    if let Some(e) = crate::semantics::grows_error(prot, overlaps, covers_start) {
         return Err(e);
     }
-    if regions.lookup(range.start).is_none() {
+    if !covers_start {
         return Err(VmError::OutOfMemory(Limit::Hole));
     }
     // Linux applies the change region by region and stops with ENOMEM at the first hole:

@@ -62,7 +62,13 @@ pub(crate) struct Attrs {
     /// `vm_flags` bits besides the access bits (`semantics::vm_flags`).
     pub(crate) flags: u8,
     /// The anon identity (`anon_vma`), `None` until the first write fault of a private region.
+    /// A shared region always has one: the number of its shmem object
+    /// ([`store::RegionStore::next_shmem`]; `maps()` shows it as the inode).
     pub(crate) anon: Option<AnonId>,
+    /// For a shared region, the address of offset 0 of its shmem object (where it was mapped;
+    /// `maps()` shows `start - shm_base` as the offset); 0 for a private one. Equal in every
+    /// piece of one object, so it never decides a merge.
+    pub(crate) shm_base: u64,
 }
 
 impl Attrs {
@@ -97,11 +103,22 @@ pub(crate) struct Region {
 impl Region {
     /// The `maps()` line of the region.
     pub(crate) fn info(&self) -> RegionInfo {
+        let shared = self.attrs.sharing == Sharing::Shared;
         RegionInfo {
             start: self.start,
             end: self.end,
             prot: self.attrs.prot,
             sharing: self.attrs.sharing,
+            offset: if shared {
+                self.start - self.attrs.shm_base
+            } else {
+                0
+            },
+            inode: if shared {
+                AnonId::encode(self.attrs.anon)
+            } else {
+                0
+            },
         }
     }
 }

@@ -42,6 +42,7 @@ pub(crate) struct StoredRegion {
     prot: Prot,
     sharing: Sharing,
     flags: u8,
+    shm_base: u64,
     /// [`AnonId::encode`]d. Set none -> id at most once under a shared borrow (first write
     /// fault, [`RegionRef::adopt_anon`]); otherwise written only through `&mut`. Relaxed
     /// everywhere: it is a value, not a publication; the design's lock orders it against the
@@ -57,6 +58,7 @@ impl StoredRegion {
             prot: r.attrs.prot,
             sharing: r.attrs.sharing,
             flags: r.attrs.flags,
+            shm_base: r.attrs.shm_base,
             anon: AtomicU64::new(AnonId::encode(r.attrs.anon)),
         }
     }
@@ -68,6 +70,7 @@ impl StoredRegion {
             sharing: self.sharing,
             flags: self.flags,
             anon: AnonId::decode(self.anon.load(Ordering::Relaxed)),
+            shm_base: self.shm_base,
         }
     }
 }
@@ -159,6 +162,14 @@ pub(crate) trait RegionStore {
     /// reached one, else `u64::MAX` (`plan_edit`'s `next_start`).
     fn read_window(&self, range: Range<u64>, old: &mut Vec<Region>) -> u64;
 
+    /// The number the next shared mapping's shmem object gets: 1, 2, ... in creation order, like
+    /// the inode numbers Linux hands out, one counter per space, so a sequential history always
+    /// numbers its shared mappings the same. Call [`RegionStore::shmem_created`] once mapped.
+    fn next_shmem(&self) -> AnonId;
+
+    /// Records that the shared mapping numbered [`RegionStore::next_shmem`] was created.
+    fn shmem_created(&mut self);
+
     /// Replaces the window `old` (as the last `read_window` returned it, unchanged since) with
     /// `new` (disjoint, sorted, covering no address outside the window's span).
     fn replace_window(&mut self, old: &[Region], new: &[Region]);
@@ -228,6 +239,8 @@ pub(crate) trait RegionStore {
 #[derive(Debug, Default)]
 pub(crate) struct BTreeStore {
     map: BTreeMap<u64, StoredRegion>,
+    /// Shared mappings created so far (the last shmem object number handed out).
+    shmem_count: u64,
 }
 
 impl BTreeStore {
@@ -335,6 +348,14 @@ impl RegionStore for BTreeStore {
             }
         }
         u64::MAX
+    }
+
+    fn next_shmem(&self) -> AnonId {
+        AnonId::decode(self.shmem_count + 1).expect("not zero")
+    }
+
+    fn shmem_created(&mut self) {
+        self.shmem_count += 1;
     }
 
     fn replace_window(&mut self, old: &[Region], new: &[Region]) {

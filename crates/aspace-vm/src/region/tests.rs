@@ -72,6 +72,7 @@ fn rw() -> Attrs {
         sharing: Sharing::Private,
         flags: 0,
         anon: None,
+        shm_base: 0,
     }
 }
 

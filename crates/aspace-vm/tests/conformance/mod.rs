@@ -605,6 +605,8 @@ fn region(start: u64, end: u64, prot: Prot) -> RegionInfo {
         end,
         prot,
         sharing: Sharing::Private,
+        offset: 0,
+        inode: 0,
     }
 }
 

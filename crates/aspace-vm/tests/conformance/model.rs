@@ -67,9 +67,23 @@ pub const PROT_GROWSDOWN: u32 = 0x0100_0000;
 pub const PROT_GROWSUP: u32 = 0x0200_0000;
 /// `MAP_TYPE`: the mask of the mapping-type bits.
 pub const MAP_TYPE: u32 = 0x0f;
+/// `MAP_32BIT`: ignored with `MAP_FIXED`; a search below 2 GiB otherwise (not modelled: `EINVAL`).
+pub const MAP_32BIT: u32 = 0x40;
+/// Flags the engine does not model (`MAP_GROWSDOWN`, `MAP_LOCKED`, `MAP_HUGETLB`): `EINVAL`.
+pub const MAP_UNMODELLED: u32 = 0x100 | 0x2000 | 0x4_0000;
+/// `MAP_NONBLOCK`: cancels `MAP_POPULATE`.
+pub const MAP_NONBLOCK: u32 = 0x1_0000;
+/// `MAP_STACK`: sets `VM_NOHUGEPAGE` (a merge flag).
+pub const MAP_STACK: u32 = 0x2_0000;
+/// `MAP_SYNC`: sets `VM_SYNC` (a merge flag) on anonymous mappings too.
+pub const MAP_SYNC: u32 = 0x8_0000;
 
 /// Merge flag: `VM_NORESERVE`.
 pub const NORESERVE: u8 = 1 << 0;
+/// Merge flag: `VM_NOHUGEPAGE` (from `MAP_STACK`).
+pub const STACK: u8 = 1 << 1;
+/// Merge flag: `VM_SYNC` (from `MAP_SYNC`).
+pub const SYNC: u8 = 1 << 5;
 /// Merge flag: `VM_ACCOUNT`, set by `mmap` of a private writable mapping without
 /// `MAP_NORESERVE` (`accountable_mapping`) and by `mprotect` adding write to such a region;
 /// `mprotect` dropping write clears it only while the region has no `anon_vma`
@@ -111,6 +125,10 @@ pub struct Page {
     pub sharing: Sharing,
     /// Which `mmap` call created it (shared pages merge only within one call).
     pub origin: u64,
+    /// For a shared page: the address of offset 0 of its shmem object (the `mmap` start) and
+    /// the object's number (`maps()`'s inode: shared mappings are numbered 1, 2, ... in the order
+    /// they were created). 0 and 0 for private pages.
+    pub shm: (u64, u64),
     /// `vm_flags` that only decide merging: [`NORESERVE`] (from `MAP_NORESERVE`) and
     /// [`ACCOUNT`] (`VM_ACCOUNT`).
     pub flags: u8,
@@ -162,6 +180,7 @@ pub struct Model {
     pub max_map_count: usize,
     pages: BTreeMap<u64, Page>,
     next_origin: u64,
+    next_shm: u64,
 }
 
 /// Page-align `len` upward like Linux's `PAGE_ALIGN` (wrapping).
@@ -244,6 +263,7 @@ impl Model {
             max_map_count,
             pages: BTreeMap::new(),
             next_origin: 1,
+            next_shm: 1,
         }
     }
 
@@ -268,6 +288,12 @@ impl Model {
                     end: r.end * P,
                     prot: p.prot,
                     sharing: p.sharing,
+                    offset: if p.sharing == Sharing::Shared {
+                        r.first * P - p.shm.0
+                    } else {
+                        0
+                    },
+                    inode: p.shm.1,
                 }
             })
             .collect()
@@ -371,10 +397,13 @@ impl Model {
         if !flags.contains(MapFlags::ANONYMOUS) {
             return Err(libc::EBADF);
         }
+        let fixed = flags.bits() & (MapFlags::FIXED.bits() | MapFlags::FIXED_NOREPLACE.bits()) != 0;
+        if flags.bits() & MAP_UNMODELLED != 0 || (!fixed && flags.bits() & MAP_32BIT != 0) {
+            return Err(libc::EINVAL);
+        }
         if len == 0 {
             return Err(libc::EINVAL);
         }
-        let fixed = flags.bits() & (MapFlags::FIXED.bits() | MapFlags::FIXED_NOREPLACE.bits()) != 0;
         let hint = if fixed {
             addr
         } else {
@@ -393,6 +422,10 @@ impl Model {
             return Err(libc::ENOMEM);
         }
         let placement = if fixed {
+            if addr > u64::MAX - (P - 1) {
+                // get_unmapped_area's result is read as an error code: errno `-addr`.
+                return Err(addr.wrapping_neg() as i32);
+            }
             if addr > self.max_addr - len {
                 return Err(libc::ENOMEM);
             }
@@ -429,12 +462,23 @@ impl Model {
             len,
             prot: Prot::from_bits_retain(prot.bits() & Prot::KNOWN.bits()),
             sharing,
-            populate: flags.contains(MapFlags::POPULATE),
+            populate: flags.contains(MapFlags::POPULATE) && flags.bits() & MAP_NONBLOCK == 0,
             flags: {
                 let noreserve = flags.contains(MapFlags::NORESERVE);
                 let account =
                     sharing == Sharing::Private && prot.contains(Prot::WRITE) && !noreserve;
-                (if noreserve { NORESERVE } else { 0 }) | (if account { ACCOUNT } else { 0 })
+                (if noreserve { NORESERVE } else { 0 })
+                    | (if account { ACCOUNT } else { 0 })
+                    | (if flags.bits() & MAP_STACK != 0 {
+                        STACK
+                    } else {
+                        0
+                    })
+                    | (if flags.bits() & MAP_SYNC != 0 {
+                        SYNC
+                    } else {
+                        0
+                    })
             },
         })
     }
@@ -455,6 +499,10 @@ impl Model {
         let first = vpn(start);
         let n = vpn(plan.len);
         let origin = self.next_origin;
+        let shm = match plan.sharing {
+            Sharing::Shared => (start, self.next_shm),
+            Sharing::Private => (0, 0),
+        };
         for v in first..first + n {
             next.insert(
                 v,
@@ -462,6 +510,7 @@ impl Model {
                     prot: plan.prot,
                     sharing: plan.sharing,
                     origin,
+                    shm,
                     flags: plan.flags,
                     anon: 0,
                     contents: None,
@@ -478,6 +527,9 @@ impl Model {
             return Err(libc::ENOMEM);
         }
         self.next_origin += 1;
+        if plan.sharing == Sharing::Shared {
+            self.next_shm += 1;
+        }
         self.pages = next;
         if plan.populate && plan.prot.contains(Prot::WRITE) && plan.sharing == Sharing::Private {
             // Populating a private writable mapping write-faults it (FOLL_WRITE).

@@ -119,7 +119,8 @@ impl Both {
             .lines()
             .filter_map(|l| {
                 let mut f = l.split_whitespace();
-                let (range, perms) = (f.next()?, f.next()?);
+                let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+                let (_dev, inode) = (f.next()?, f.next()?);
                 let (s, e) = range.split_once('-')?;
                 let (s, e) = (
                     u64::from_str_radix(s, 16).ok()?,
@@ -145,6 +146,8 @@ impl Both {
                     end: e,
                     prot: Prot::from_bits_retain(prot),
                     sharing,
+                    offset: u64::from_str_radix(offset, 16).ok()?,
+                    inode: inode.parse().ok()?,
                 })
             })
             .collect();
@@ -154,6 +157,7 @@ impl Both {
             .into_iter()
             .filter(|r| r.end > WIN && r.start < end)
             .collect();
+        let (kernel, model) = (same_object_numbers(kernel), same_object_numbers(model));
         assert_eq!(kernel, model, "/proc/self/maps lines in the window");
         let mut buf = vec![0u8; P as usize];
         for v in WIN / P..end / P {
@@ -470,4 +474,30 @@ pub fn model_places_and_limits() {
         m.touch(25 * P, Access::Read),
         Err(Fault::Unmapped { addr: 25 * P })
     );
+}
+
+/// `lines` with the shmem inode numbers replaced by 1, 2, ... in order of first appearance: the
+/// kernel's inode numbers are global, the model's count its own mappings, and what must agree is
+/// which lines belong to one object.
+fn same_object_numbers(lines: Vec<RegionInfo>) -> Vec<RegionInfo> {
+    let mut seen: Vec<u64> = Vec::new();
+    lines
+        .into_iter()
+        .map(|r| {
+            if r.inode == 0 {
+                return r;
+            }
+            let i = match seen.iter().position(|&x| x == r.inode) {
+                Some(i) => i,
+                None => {
+                    seen.push(r.inode);
+                    seen.len() - 1
+                }
+            };
+            RegionInfo {
+                inode: i as u64 + 1,
+                ..r
+            }
+        })
+        .collect()
 }

@@ -77,7 +77,7 @@ impl EngineWindow {
                 prot,
                 flags,
             } => match self.core.mmap(
-                base + off,
+                base.wrapping_add(off),
                 len,
                 Prot::from_bits_retain(prot),
                 MapFlags::from_bits_retain(flags),
@@ -85,15 +85,17 @@ impl EngineWindow {
                 Ok(a) => Outcome::Ok(a.wrapping_sub(base)),
                 Err(e) => Outcome::Err(e.errno()),
             },
-            Op::Munmap { off, len } => call(self.core.munmap(base + off, len)),
+            Op::Munmap { off, len } => call(self.core.munmap(base.wrapping_add(off), len)),
             Op::Mprotect { off, len, prot } => call(self.core.mprotect(
-                base + off,
+                base.wrapping_add(off),
                 len,
                 Prot::from_bits_retain(prot),
             )),
-            Op::Madvise { off, len, advice } => {
-                call(self.core.madvise(base + off, len, Advice::from_raw(advice)))
-            }
+            Op::Madvise { off, len, advice } => call(self.core.madvise(
+                base.wrapping_add(off),
+                len,
+                Advice::from_raw(advice),
+            )),
             Op::Write { off, len, fill } => {
                 match self.core.write(base + off, &pattern(fill, len)) {
                     Ok(()) => Outcome::Done(Vec::new()),
@@ -131,15 +133,23 @@ impl EngineWindow {
 
     /// The state of the window as aspace shows it.
     pub fn snapshot(&mut self) -> Snapshot {
-        let lines: Vec<Line> = self
+        let (lo, hi) = (self.base, self.base + self.pages * PAGE);
+        let maps: Vec<_> = self
             .space
             .maps()
             .into_iter()
+            .filter(|r| r.end > lo && r.start < hi)
+            .collect();
+        let texts = maps.iter().map(|r| r.to_string()).collect();
+        let lines: Vec<Line> = maps
+            .iter()
             .map(|r| Line {
-                start: r.start.wrapping_sub(self.base),
-                end: r.end.wrapping_sub(self.base),
+                start: r.start.max(lo) - lo,
+                end: r.end.min(hi) - lo,
                 prot: r.prot.bits(),
                 shared: r.sharing == Sharing::Shared,
+                offset: r.offset,
+                inode: r.inode,
             })
             .collect();
         // Reads and fetches are probed for real; writes are not (a write fault changes merge state
@@ -169,6 +179,7 @@ impl EngineWindow {
         }
         Snapshot {
             lines,
+            texts,
             access: access_v,
             contents,
         }

@@ -130,7 +130,8 @@ impl KernelWindow {
 
     /// Applies `op` with the real system calls.
     pub fn apply(&mut self, op: &Op) -> Outcome {
-        let at = |off: u64| (self.base + off) as *mut libc::c_void;
+        // Wrapping: boundary ops name addresses far above the window (ops.rs).
+        let at = |off: u64| self.base.wrapping_add(off) as *mut libc::c_void;
         match *op {
             Op::Mmap {
                 off,
@@ -148,7 +149,7 @@ impl KernelWindow {
                 }
                 let start = p as u64;
                 let rounded = len.div_ceil(PAGE) * PAGE;
-                if start < self.base || start + rounded > self.base + self.len() {
+                if start < self.base || start.saturating_add(rounded) > self.base + self.len() {
                     // SAFETY: the mapping was just created by this call and is used by nobody.
                     let r = unsafe { libc::munmap(p, rounded as usize) };
                     assert_eq!(r, 0, "undoing a hinted mmap placed outside the window");
@@ -212,7 +213,18 @@ impl KernelWindow {
             }
             Op::Touch { off, access } => {
                 let lines = self.raw_lines();
-                first_fault(&lines, off, 1, access).unwrap_or(Outcome::Done(Vec::new()))
+                if let Some(fault) = first_fault(&lines, off, 1, access) {
+                    return fault;
+                }
+                if access == Acc::Write {
+                    // Write-fault the page like aspace's touch(Write) does (it gives the region
+                    // its anon_vma, which decides merging): store its byte back. (Without this
+                    // a touched region merged differently; found by seed 1626 of the extended
+                    // generator.)
+                    let b = self.mem_read(off, 1).expect("a writable page reads");
+                    assert_eq!(self.writev(off, &b), Ok(1), "write-faulting W + {off:#x}");
+                }
+                Outcome::Done(Vec::new())
             }
         }
     }
@@ -268,8 +280,20 @@ impl KernelWindow {
 
     /// The `/proc/self/maps` lines inside the window, clipped to it, not coalesced.
     pub fn raw_lines(&self) -> Vec<Line> {
+        self.lines_and_texts().0
+    }
+
+    /// The lines inside the window and their text.
+    fn lines_and_texts(&self) -> (Vec<Line>, Vec<String>) {
         let text = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
-        parse_maps(&text, self.base, self.base + self.len())
+        let (lo, hi) = (self.base, self.base + self.len());
+        let lines = parse_maps(&text, lo, hi);
+        let texts = text
+            .lines()
+            .filter(|l| !parse_maps(l, lo, hi).is_empty())
+            .map(str::to_string)
+            .collect();
+        (lines, texts)
     }
 
     /// Write-faults every page (storing its first byte back where writable), like aspace's
@@ -297,7 +321,7 @@ impl KernelWindow {
 
     /// The state of the window.
     pub fn snapshot(&self) -> Snapshot {
-        let lines = self.raw_lines();
+        let (lines, texts) = self.lines_and_texts();
         let access = Snapshot::access_from_lines(&lines, self.pages);
         let mut contents = vec![None; self.pages as usize];
         let mut p = 0;
@@ -317,6 +341,7 @@ impl KernelWindow {
         }
         Snapshot {
             lines,
+            texts,
             access,
             contents,
         }
@@ -352,11 +377,15 @@ pub fn parse_maps(text: &str, lo: u64, hi: u64) -> Vec<Line> {
         let p = perms.as_bytes();
         let prot =
             (p[0] == b'r') as u32 | ((p[1] == b'w') as u32) << 1 | ((p[2] == b'x') as u32) << 2;
+        let offset = fields.next().and_then(|o| u64::from_str_radix(o, 16).ok());
+        let inode = fields.nth(1).and_then(|i| i.parse().ok());
         out.push(Line {
             start: a.max(lo) - lo,
             end: b.min(hi) - lo,
             prot,
             shared: p[3] == b's',
+            offset: offset.unwrap_or(0),
+            inode: inode.unwrap_or(0),
         });
     }
     out

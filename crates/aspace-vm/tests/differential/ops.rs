@@ -10,9 +10,13 @@
 //! same across `rand` versions). Every generated range lies inside the window, or fails before
 //! touching anything (overflowing lengths wrap past 2^64, which every call rejects): the kernel
 //! side applies ops to the real test process, so nothing may ever reach outside the window.
-//! Advice values that change kernel-internal VMA flags (`MADV_RANDOM`, `MADV_SEQUENTIAL`, which
-//! split VMAs that `/proc/self/maps` then lists separately) and mmap flag bits with real effects
-//! (`MAP_GROWSDOWN`, `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT`, `MAP_DROPPABLE`) are not generated.
+//! Every `mmap` flag bit Linux defines is drawn, and unknown ones, except those aspace refuses on
+//! purpose (`MAP_GROWSDOWN`, `MAP_LOCKED`, `MAP_HUGETLB`, `MAP_32BIT` without `MAP_FIXED`, the
+//! `MAP_DROPPABLE` type; `semantics.rs`); protections carry `PROT_SEM`, `PROT_GROWSDOWN`,
+//! `PROT_GROWSUP` or any other bit in a quarter of the draws. Boundary ops (`boundary_op`) name
+//! addresses at and above Linux's `TASK_SIZE` up to the top page of 2^64, aligned or not, which
+//! both sides must refuse alike. Advice values that change kernel-internal VMA flags
+//! (`MADV_RANDOM`, `MADV_SEQUENTIAL`) are not generated.
 //!
 //! Not for: applying ops (that is `kernel.rs` and `engine.rs`).
 
@@ -23,6 +27,7 @@ pub const PAGE: u64 = 4096;
 
 pub const PROT_SEM: u32 = 0x8;
 pub const PROT_GROWSDOWN: u32 = 0x0100_0000;
+pub const PROT_GROWSUP: u32 = 0x0200_0000;
 
 pub const MAP_SHARED: u32 = 0x01;
 pub const MAP_PRIVATE: u32 = 0x02;
@@ -34,6 +39,14 @@ pub const MAP_EXECUTABLE: u32 = 0x1000;
 pub const MAP_NORESERVE: u32 = 0x4000;
 pub const MAP_POPULATE: u32 = 0x8000;
 pub const MAP_FIXED_NOREPLACE: u32 = 0x10_0000;
+pub const MAP_32BIT: u32 = 0x40;
+pub const MAP_ABOVE4G: u32 = 0x80;
+pub const MAP_NONBLOCK: u32 = 0x1_0000;
+pub const MAP_STACK: u32 = 0x2_0000;
+pub const MAP_SYNC: u32 = 0x8_0000;
+pub const MAP_UNINITIALIZED: u32 = 0x400_0000;
+/// Linux's `TASK_SIZE` (x86-64, four-level): the first address above user space.
+pub const TASK_SIZE: u64 = (1 << 47) - PAGE;
 /// A bit no Linux version defines for `mmap`.
 pub const MAP_UNKNOWN: u32 = 0x2000_0000;
 
@@ -138,6 +151,8 @@ pub struct GenConfig {
     pub shared_pct: u64,
     /// Percentage of ops with bad input.
     pub bad_pct: u64,
+    /// The window's address (boundary ops name absolute addresses, as offsets from it).
+    pub base: u64,
 }
 
 /// The sequence for `seed`: `n` ops.
@@ -167,7 +182,26 @@ fn ragged(rng: &mut Rng, len: u64) -> u64 {
     }
 }
 
+/// A protection: mostly the eight `rwx` combinations, and in one of four draws one more bit:
+/// `PROT_SEM`, `PROT_GROWSDOWN`, `PROT_GROWSUP`, both, or any bit of the 32.
 fn prot(rng: &mut Rng) -> u32 {
+    let extra = if rng.pct(25) {
+        let any = 1u32 << rng.below(32);
+        rng.pick(&[
+            PROT_SEM,
+            PROT_GROWSDOWN,
+            PROT_GROWSUP,
+            PROT_GROWSDOWN | PROT_GROWSUP,
+            any,
+            any,
+        ])
+    } else {
+        0
+    };
+    extra | rwx(rng)
+}
+
+fn rwx(rng: &mut Rng) -> u32 {
     match rng.below(20) {
         0..=7 => 3,
         8..=11 => 1,
@@ -197,6 +231,29 @@ fn map_flags(rng: &mut Rng, cfg: &GenConfig) -> u32 {
     }
     if rng.pct(8) {
         f |= MAP_POPULATE;
+    }
+    // Every other bit Linux defines for mmap, and unknown ones, except those aspace refuses on
+    // purpose (MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB; MAP_32BIT without MAP_FIXED; see
+    // `semantics.rs`).
+    while rng.pct(30) {
+        let any = 1u32 << (8 + rng.below(24));
+        let bit = rng.pick(&[
+            MAP_DENYWRITE,
+            MAP_EXECUTABLE,
+            MAP_NONBLOCK,
+            MAP_NONBLOCK | MAP_POPULATE,
+            MAP_STACK,
+            MAP_SYNC,
+            MAP_ABOVE4G,
+            MAP_UNINITIALIZED,
+            MAP_32BIT,
+            any,
+            any,
+        ]);
+        if bit & (0x100 | 0x2000 | 0x4_0000) != 0 || (bit == MAP_32BIT && placement == 0) {
+            continue;
+        }
+        f |= bit;
     }
     f
 }
@@ -270,6 +327,9 @@ fn bad_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
     // (The length is rounded up to pages before that check, hence the whole pages.)
     let unaligned = off + delta;
     let len_u = (len - delta).min((cfg.pages * PAGE - unaligned) / PAGE * PAGE);
+    if rng.pct(25) {
+        return boundary_op(rng, cfg);
+    }
     match rng.below(16) {
         0 => Op::Mmap {
             off: unaligned,
@@ -370,6 +430,53 @@ fn bad_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
     }
 }
 
+/// An op at the top of the address space: at or above Linux's `TASK_SIZE` (where user space
+/// ends), up to the last page of the 64-bit space and its unaligned addresses, with lengths from
+/// zero to overflowing. Linux refuses every such call before changing anything, and so must
+/// aspace: its own top (the window's end) lies below, so for these addresses both tops give the
+/// same answer (`MAP_FIXED` past the top `ENOMEM`, `munmap` `EINVAL`, `mprotect`/`madvise`
+/// `ENOMEM` or `EINVAL`, `MAP_FIXED` in the top page `errno = -addr`).
+fn boundary_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
+    let below_top = 0u64.wrapping_sub(PAGE * (1 + rng.below(16)));
+    let page = rng.pick(&[
+        TASK_SIZE,
+        TASK_SIZE + PAGE,
+        1 << 47,
+        1 << 48,
+        1 << 56,
+        1 << 63,
+        below_top,
+        0u64.wrapping_sub(PAGE),
+    ]);
+    let addr = if rng.pct(40) {
+        page.wrapping_add(1 + rng.below(PAGE - 1))
+    } else {
+        page
+    };
+    let (some, big) = (rng.below(16 * PAGE), overflowing_len(rng));
+    let len = rng.pick(&[0, 1, PAGE, 2 * PAGE, some, big]);
+    let off = addr.wrapping_sub(cfg.base);
+    match rng.below(6) {
+        0 | 1 => Op::Mmap {
+            off,
+            len,
+            prot: prot(rng),
+            flags: map_flags(rng, cfg) | rng.pick(&[MAP_FIXED, MAP_FIXED_NOREPLACE]),
+        },
+        2 => Op::Munmap { off, len },
+        3 => Op::Mprotect {
+            off,
+            len,
+            prot: prot(rng),
+        },
+        _ => Op::Madvise {
+            off,
+            len,
+            advice: rng.pick(&[MADV_NORMAL, MADV_WILLNEED, MADV_DONTNEED, 77]),
+        },
+    }
+}
+
 fn prot_name(p: u32) -> String {
     let known = [(1, "READ"), (2, "WRITE"), (4, "EXEC")];
     let mut parts: Vec<String> = known
@@ -403,6 +510,12 @@ fn flags_name(f: u32) -> String {
         (MAP_NORESERVE, "NORESERVE"),
         (MAP_POPULATE, "POPULATE"),
         (MAP_FIXED_NOREPLACE, "FIXED_NOREPLACE"),
+        (MAP_32BIT, "32BIT"),
+        (MAP_ABOVE4G, "ABOVE4G"),
+        (MAP_NONBLOCK, "NONBLOCK"),
+        (MAP_STACK, "STACK"),
+        (MAP_SYNC, "SYNC"),
+        (MAP_UNINITIALIZED, "UNINITIALIZED"),
     ];
     let mut rest = f & !0xf;
     for (b, n) in known {

@@ -22,13 +22,18 @@ use std::fmt;
 use super::ops::PAGE;
 
 /// One `/proc/self/maps` line inside the window, as offsets from the window base.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Line {
     pub start: u64,
     pub end: u64,
     /// `PROT_*` bits (read 1, write 2, exec 4).
     pub prot: u32,
     pub shared: bool,
+    /// The offset field (a shared mapping's offset in its shmem object).
+    pub offset: u64,
+    /// The inode field (a shared mapping's shmem object; numbers differ between the sides, so
+    /// they are compared as a partition, see [`same_objects`]).
+    pub inode: u64,
 }
 
 impl fmt::Display for Line {
@@ -46,6 +51,9 @@ impl fmt::Display for Line {
         )?;
         if self.prot & !7 != 0 {
             write!(f, " (extra prot bits {:#x})", self.prot & !7)?;
+        }
+        if self.shared {
+            write!(f, " offset {:#x} object {}", self.offset, self.inode)?;
         }
         Ok(())
     }
@@ -131,6 +139,9 @@ pub fn errno_name(e: i32) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     pub lines: Vec<Line>,
+    /// The text of each line, as `/proc/self/maps` prints it and as aspace's `RegionInfo`
+    /// displays it (absolute addresses: the aspace side maps at the same addresses).
+    pub texts: Vec<String>,
     /// Per page: read, write, exec.
     pub access: Vec<[Probe; 3]>,
     /// Per page: the bytes if readable.
@@ -156,6 +167,49 @@ impl Snapshot {
     }
 }
 
+/// `lines` with the inode numbers replaced by 1, 2, ... in order of first appearance (0 stays
+/// 0): what must agree is which lines belong to one shmem object, not the kernel's global
+/// numbers.
+pub fn same_objects(lines: &[Line]) -> Vec<Line> {
+    let mut seen: Vec<u64> = Vec::new();
+    lines
+        .iter()
+        .map(|l| {
+            let mut l = *l;
+            if l.inode != 0 {
+                let i = seen.iter().position(|&x| x == l.inode).unwrap_or_else(|| {
+                    seen.push(l.inode);
+                    seen.len() - 1
+                });
+                l.inode = i as u64 + 1;
+            }
+            l
+        })
+        .collect()
+}
+
+/// A maps line's text with its inode field replaced by `inode`, its padding checked: the
+/// fields up to the inode, one space, then either nothing more (an anonymous private line ends
+/// with that space) or spaces up to column 73 and the name.
+fn text_shape(text: &str, inode: u64) -> String {
+    let fields: Vec<&str> = text.split_whitespace().take(5).collect();
+    let mut head: Vec<String> = fields.iter().map(|s| s.to_string()).collect();
+    if head.len() == 5 {
+        head[4] = format!("#{inode}");
+    }
+    let raw_head = fields.join(" ");
+    let rest = text
+        .strip_prefix(raw_head.as_str())
+        .unwrap_or("<fields not single-spaced>");
+    let tail = if rest == " " {
+        "(trailing space)".to_string()
+    } else {
+        let name_at = raw_head.len() + rest.len() - rest.trim_start().len();
+        format!("name at column {name_at}: {:?}", rest.trim_start())
+    };
+    format!("{} {tail}", head.join(" "))
+}
+
 fn show_lines(lines: &[Line]) -> String {
     if lines.is_empty() {
         return "      (none)\n".into();
@@ -166,14 +220,15 @@ fn show_lines(lines: &[Line]) -> String {
 /// The first difference between the kernel's snapshot and aspace's, in words. With `exact`,
 /// maps lines must also be merged exactly as Linux merges them.
 pub fn diff_snapshots(kernel: &Snapshot, aspace: &Snapshot, exact: bool) -> Option<String> {
-    if coalesce(&kernel.lines) != coalesce(&aspace.lines) {
+    let (kl, al) = (same_objects(&kernel.lines), same_objects(&aspace.lines));
+    if coalesce(&kl) != coalesce(&al) {
         return Some(format!(
             "mapped pages or protections differ:\n    kernel /proc/self/maps:\n{}    aspace maps():\n{}",
             show_lines(&kernel.lines),
             show_lines(&aspace.lines)
         ));
     }
-    if exact && kernel.lines != aspace.lines {
+    if exact && kl != al {
         return Some(format!(
             "same pages and protections, but regions are merged differently (Linux keeps \
              neighbours apart for different anon_vmas, VM_NORESERVE or VM_ACCOUNT):\n    \
@@ -181,6 +236,17 @@ pub fn diff_snapshots(kernel: &Snapshot, aspace: &Snapshot, exact: bool) -> Opti
             show_lines(&kernel.lines),
             show_lines(&aspace.lines)
         ));
+    }
+    if exact {
+        for (i, (kt, at)) in kernel.texts.iter().zip(&aspace.texts).enumerate() {
+            let (k, a) = (text_shape(kt, kl[i].inode), text_shape(at, al[i].inode));
+            if k != a {
+                return Some(format!(
+                    "maps line {i} is printed differently:\n    kernel: {kt:?}\n    aspace: \
+                     {at:?}\n    (as compared: kernel {k}, aspace {a})"
+                ));
+            }
+        }
     }
     for (p, (k, a)) in kernel.access.iter().zip(&aspace.access).enumerate() {
         if k != a {
