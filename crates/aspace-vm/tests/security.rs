@@ -8,9 +8,13 @@
 //! cores (other threads, each attached) read every slot page continuously.
 //!
 //! What is asserted:
-//! - **No foreign or torn data.** A page read by a reader is all zero, or every non-zero word is
-//!   the same `encode(g, slot, page)` for this slot and page (zeroes mixed in are a write racing
-//!   the read, legitimate; a second value, or a value of another page, is not).
+//! - **No foreign or torn data.** A concurrent reader sees every aligned 8-byte word whole,
+//!   either before or after a write of it (frame contents move in aligned atomic words; README,
+//!   hazards). So every word of a page read is 0 (a fresh page, or a word the writer has not
+//!   stored yet: a write racing the read, legitimate) or `encode(g, slot, page)` for this slot
+//!   and page and one generation `g`. Any other word fails the test: a torn word (the bytes of
+//!   a word half stored, which plain `memcpy` copies showed under CPU oversubscription), data of
+//!   another page, or a second generation in one read.
 //! - **No stale data.** A global clock (one atomic counter) orders events: a writer bumps it
 //!   after each `munmap`/replacing `mmap`/`DONTNEED` returns and records, per page, the time each
 //!   generation stopped being accessible; a reader loads the clock before each read. Seeing
