@@ -29,6 +29,7 @@
 
 #![allow(dead_code)]
 
+pub mod fuzz;
 pub mod model;
 pub mod stress;
 

@@ -1,0 +1,57 @@
+//! A bounded run of the fuzz harness (tests/conformance/fuzz.rs) on seeded pseudo-random inputs,
+//! so that `cargo test` exercises the code the cargo-fuzz targets in `fuzz/` run, on a machine
+//! without cargo-fuzz or a nightly toolchain. Each test runs a fixed number of inputs from fixed
+//! seeds (a second or two in release; fewer inputs in debug builds), and each input is the same
+//! kind of byte string the fuzzer feeds: random lengths, random bytes.
+//!
+//! Not for: finding new bugs by running long (`cargo +nightly fuzz run ops` / `raw_args` in
+//! `fuzz/`; see its README).
+
+#![cfg(not(loom))]
+
+#[allow(unused_macros)]
+mod conformance;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Inputs per test.
+fn inputs() -> u64 {
+    if cfg!(debug_assertions) {
+        40
+    } else {
+        2000
+    }
+}
+
+/// Runs `check` on `inputs()` byte strings from fixed seeds, of up to `max_len` bytes, naming
+/// the seed of a failing input so that it can be replayed.
+fn run(max_len: usize, check: fn(&[u8])) {
+    for seed in 0..inputs() {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let len = rng.gen_range(0..=max_len);
+        let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        if let Err(e) = std::panic::catch_unwind(|| check(&data)) {
+            eprintln!("input from seed {seed} ({len} bytes) failed: {data:02x?}");
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
+#[test]
+fn fuzz_ops_inputs_match_the_model() {
+    run(1024, conformance::fuzz::ops_input);
+}
+
+#[test]
+fn fuzz_raw_args_never_panic_and_keep_invariants() {
+    run(1024, conformance::fuzz::raw_args_input);
+}
+
+#[test]
+fn fuzz_empty_and_short_inputs_are_valid() {
+    for len in 0..4 {
+        conformance::fuzz::ops_input(&vec![0; len]);
+        conformance::fuzz::raw_args_input(&vec![0xff; len]);
+    }
+}
