@@ -55,3 +55,25 @@ fn fuzz_empty_and_short_inputs_are_valid() {
         conformance::fuzz::raw_args_input(&vec![0xff; len]);
     }
 }
+
+/// Found by the `ops` fuzz target after 200,000 inputs (minimized): seven hinted 28-page
+/// `mmap`s at the top of the space with `max_map_count` 1 land below the window and merge into
+/// one 196-page region; `check_full` then reads every page, and a frame pool sized for the window
+/// alone (192 frames) ran out, a false failure of the harness, not of the engine. `run_ops` now
+/// sizes the pool for every page a sequence can map.
+#[test]
+fn regression_run_ops_has_frames_for_mappings_outside_the_window() {
+    use conformance::{Layout, Len, MapKind, Op};
+    let op = Op::Mmap {
+        page: 21,
+        skew: 0,
+        len: Len::Pages(28, 0),
+        prot: 0x13,
+        kind: MapKind::Hint,
+        ty: aspace_vm::MapFlags::PRIVATE.bits(),
+        extra: aspace_vm::MapFlags::ANONYMOUS.bits(),
+    };
+    for &design in aspace_vm::Design::ALL {
+        conformance::run_ops(design, Layout::TOP, 1, &vec![op.clone(); 7]);
+    }
+}

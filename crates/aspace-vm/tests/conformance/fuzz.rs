@@ -243,10 +243,11 @@ pub fn decode_op(b: &mut Bytes, pages: i64) -> Op {
     }
 }
 
-/// Decodes `data` into a design, a layout, a `max_map_count` and up to [`MAX_OPS`] operations,
-/// and runs them on the engine and the sequential model ([`run_ops`]), which panics on the first
-/// difference or broken invariant.
-pub fn ops_input(data: &[u8]) {
+/// What [`ops_input`] runs: a design, a layout, a `max_map_count` and the operations.
+pub type OpsCase = (Design, Layout, usize, Vec<Op>);
+
+/// Decodes `data` into a design, a layout, a `max_map_count` and up to [`MAX_OPS`] operations.
+pub fn decode_ops(data: &[u8]) -> OpsCase {
     let mut b = Bytes::new(data);
     let design = design(&mut b);
     let layout = b.pick(&[Layout::TINY, Layout::TOP]);
@@ -255,6 +256,13 @@ pub fn ops_input(data: &[u8]) {
     while !b.is_empty() && ops.len() < MAX_OPS {
         ops.push(decode_op(&mut b, layout.pages));
     }
+    (design, layout, max_map_count, ops)
+}
+
+/// Decodes `data` ([`decode_ops`]) and runs the operations on the engine and the sequential
+/// model ([`run_ops`]), which panics on the first difference or broken invariant.
+pub fn ops_input(data: &[u8]) {
+    let (design, layout, max_map_count, ops) = decode_ops(data);
     run_ops(design, layout, max_map_count, &ops);
 }
 

@@ -84,13 +84,14 @@ impl Layout {
         }
     }
 }
+
 /// Runs a random sequence on a fresh space of `design` in `layout`, checking after every step.
 pub fn run_ops(design: Design, layout: Layout, max_map_count: usize, ops: &[Op]) {
     let space = space(
         design,
         layout.min,
         layout.max,
-        4 * layout.pages as u64 + 64,
+        frames_for(&layout, ops),
         max_map_count,
     );
     let mut h = space.attach().expect("attach");
@@ -105,4 +106,23 @@ pub fn run_ops(design: Design, layout: Layout, max_map_count: usize, ops: &[Op])
     }
     check_full(&space, &mut h, &mut model);
     unmap_everything_and_check_empty(&space, &mut h);
+}
+
+/// Frames for a sequence: enough that no access runs out, since the model does not predict
+/// running out of frames. The window's pages (4 times over) and a margin, plus every page a
+/// hinted or anywhere `mmap` may place outside the window: in the top layout such mappings land
+/// below the window, where `check_full` reads every page (7 merged 28-page anywhere mappings
+/// once exhausted a pool of the window's frames alone; found by the fuzz harness).
+fn frames_for(layout: &Layout, ops: &[Op]) -> u64 {
+    let outside: u64 = ops
+        .iter()
+        .map(|op| match op {
+            Op::Mmap {
+                len: Len::Pages(n, e),
+                ..
+            } => n + u64::from(*e > 0),
+            _ => 0,
+        })
+        .sum();
+    4 * layout.pages as u64 + 64 + outside
 }
