@@ -134,15 +134,44 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
     }
 
     /// Runs `f` as one update under the writer lock, then reclaims what it unlinked.
+    ///
+    /// Panic safety: `f` runs the caller's code (values' `Clone` and `Drop`). If it panics, no
+    /// step has committed (a step commits after its last clone; atomic updates at the end), so
+    /// the unwind guard hands the update's never-published nodes to the domain (their values'
+    /// drops run on the reclaimer, where a panic is caught) and keeps the tree as it was; the
+    /// writer lock is released by its guard (parking_lot does not poison).
     fn update<R>(&self, f: impl FnOnce(&mut Update<'_, V>, &mut Vec<*mut Node<V>>) -> R) -> R {
+        /// Abandons the update if `f` unwinds.
+        struct Unwind<'a, 't, V: Clone + Send + Sync + 'static> {
+            up: Option<Update<'t, V>>,
+            domain: &'a Domain,
+        }
+        impl<V: Clone + Send + Sync + 'static> Drop for Unwind<'_, '_, V> {
+            fn drop(&mut self) {
+                if let Some(up) = self.up.take() {
+                    let garbage = up.abandon();
+                    if !garbage.is_empty() {
+                        self.domain.defer_drop(garbage);
+                    }
+                }
+            }
+        }
+
         let (r, retired) = {
             let mut scratch = self.writer.lock();
-            let fresh = std::mem::take(&mut scratch.fresh);
+            let Scratch { over, fresh } = &mut *scratch;
+            over.clear();
+            let fresh = std::mem::take(fresh);
             // SAFETY: the writer lock is held for the update's lifetime, so this is the only
-            // writer; the batch is freed by the domain after a grace period.
-            let mut up = unsafe { Update::with_scratch(&self.tree, fresh) };
-            let r = f(&mut up, &mut scratch.over);
-            scratch.over.clear();
+            // writer; the batch is freed by the domain after a grace period (`reclaim`).
+            let up = unsafe { Update::with_scratch(&self.tree, fresh) };
+            let mut guard = Unwind {
+                up: Some(up),
+                domain: &self.domain,
+            };
+            let r = f(guard.up.as_mut().expect("set above"), over);
+            let up = guard.up.take().expect("taken once");
+            over.clear();
             let (retired, fresh) = up.finish_with_scratch();
             scratch.fresh = fresh;
             (r, retired)
@@ -163,7 +192,6 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         value: Option<V>,
     ) {
         let Interval { start: s, end: e } = range;
-        over.clear();
         // SAFETY: the writer lock is held; nodes reached stay allocated until this update's batch
         // is freed after a grace period, i.e. after this function returns.
         let _ = unsafe {
@@ -179,9 +207,14 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             }
             return;
         };
-        let (first, last) = (update::node(first_p), update::node(last_p));
+        let (first, last) = (up.node(first_p), up.node(last_p));
         let head = first.start < s;
         let tail = last.end > e;
+        if head || tail || over.len() > 1 {
+            // Several steps: build them all out of place and publish them with one store
+            // (module doc, "What readers may observe").
+            up.set_atomic();
+        }
         // Step 1: a surviving tail whose node cannot be re-keyed to `e` gets its own node first.
         let tail_inserted = tail && (last.start < s || (last.start == s && value.is_some()));
         let mut added = 0usize;
@@ -210,7 +243,7 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             if i == 0 && (head || first_replaced) {
                 continue;
             }
-            let n = update::node(p);
+            let n = up.node(p);
             if i == last_i && tail && !tail_inserted {
                 up.replace(n.start, e, n.end, n.value.clone());
             } else {

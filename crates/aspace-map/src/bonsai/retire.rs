@@ -50,6 +50,13 @@ impl<V> Retired<V> {
         }
     }
 
+    /// Empties the batch without freeing its nodes (an abandoned update: they are still
+    /// linked in the tree, which owns them again).
+    pub(crate) fn disown(&mut self) {
+        self.first = std::ptr::null_mut();
+        self.rest.clear();
+    }
+
     /// Whether no node was retired.
     pub(crate) fn is_empty(&self) -> bool {
         self.first.is_null()
