@@ -59,7 +59,7 @@ mod update;
 
 use crate::contract::{Interval, IntervalMap, MapError};
 use crate::sync::{AtomicUsize, Ordering};
-use crate::validate::check_alloc;
+use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use node::Node;
 use parking_lot::Mutex;
@@ -274,7 +274,8 @@ where
     }
 
     #[inline]
-    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+    fn query<'g>(&'g self, addr: u64, guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+        check_guard(&self.domain, guard);
         // SAFETY: the caller's guard of this map's domain is held for 'g, and every node this
         // map unlinks is freed through that domain after a grace period.
         let n = unsafe { self.tree.find(addr) }?;
@@ -311,9 +312,10 @@ where
     fn visit<'g>(
         &'g self,
         range: Range<u64>,
-        _guard: &'g Guard<'_>,
+        guard: &'g Guard<'_>,
         f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
     ) -> Result<(), MapError> {
+        check_guard(&self.domain, guard);
         let range = Interval::try_from(range)?;
         // SAFETY: the caller's guard of this map's domain is held for 'g.
         let _ = unsafe {

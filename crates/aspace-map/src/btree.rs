@@ -28,7 +28,7 @@
 
 use crate::contract::{Interval, IntervalMap, MapError, KEY_SPACE_END};
 use crate::free_gaps::FreeGaps;
-use crate::validate::check_alloc;
+use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use std::collections::BTreeMap;
@@ -110,7 +110,8 @@ where
     }
 
     #[inline]
-    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, Self::Ref<'g>)> {
+    fn query<'g>(&'g self, addr: u64, guard: &'g Guard<'_>) -> Option<(Interval, Self::Ref<'g>)> {
+        check_guard(&self.domain, guard);
         let mut found = None;
         let value = RwLockReadGuard::try_map(self.tree.read(), |tree| {
             let (&start, (end, value)) = tree.ivs.range(..=addr).next_back()?;
@@ -199,9 +200,10 @@ where
     fn visit<'g>(
         &'g self,
         range: Range<u64>,
-        _guard: &'g Guard<'_>,
+        guard: &'g Guard<'_>,
         f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
     ) -> Result<(), MapError> {
+        check_guard(&self.domain, guard);
         let range = Interval::try_from(range)?;
         let tree = self.tree.read();
         let _ = for_each_overlapping(&tree.ivs, range, f);
