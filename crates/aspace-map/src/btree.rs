@@ -158,12 +158,16 @@ where
             }
             inside.push(s);
         }
+        // The removed values are dropped after the map is consistent again (their `Drop` is the
+        // caller's code: a panic there must not leave the gap index half updated).
+        let mut removed = Vec::new();
         for s in inside {
             if let Some((e, v)) = ivs.remove(&s) {
                 if e > end {
                     tail = Some((end, (e, v)));
                 } else {
                     gaps.forget(e);
+                    removed.push(v);
                 }
             }
         }
@@ -176,6 +180,8 @@ where
             ivs.insert(start, (end, v));
         }
         gaps.set_window(lo, hi, new);
+        drop(guard);
+        drop(removed);
         Ok(())
     }
 

@@ -83,12 +83,17 @@ impl<V> Retired<V> {
 
 impl<V> Drop for Retired<V> {
     fn drop(&mut self) {
-        let first = (!self.first.is_null()).then_some(self.first);
-        for n in first.into_iter().chain(self.rest.iter().copied()) {
-            // SAFETY: each node came from `Node::alloc` (a Box), was unlinked by the update that
-            // retired it, is listed once, and the batch is dropped only after a grace period (or
-            // after every reader of a loom model has been joined), so no reader can hold it.
-            drop(unsafe { Box::from_raw(n) });
-        }
+        // SAFETY (both conversions): each node came from `Node::alloc` (a Box), was unlinked by
+        // the update that retired it (or never published), is listed once, and the batch is
+        // dropped only after a grace period (or after every reader of a loom model has been
+        // joined), so no reader can hold it.
+        let _first = (!self.first.is_null()).then(|| unsafe { Box::from_raw(self.first) });
+        let rest: Vec<Box<Node<V>>> = std::mem::take(&mut self.rest)
+            .into_iter()
+            .map(|n| unsafe { Box::from_raw(n) })
+            .collect();
+        // A `Vec` drops every element even if one's drop (a value's: the caller's code)
+        // panics, and `_first` is dropped while unwinding: a panicking value leaks no node.
+        drop(rest);
     }
 }
