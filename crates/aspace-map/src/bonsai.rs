@@ -19,27 +19,26 @@
 //!   node is handed over as the node itself, without allocating).
 //! - `len`: a counter written under the writer lock, read with `Relaxed` (a snapshot).
 //!
-//! What readers may observe during an update. `alloc`, and a `map` whose range covers exactly
-//! one existing interval or nothing (a fresh map, a value change of a whole interval, an unmap of
-//! a whole interval) publish in one step (plus rotations above it, which preserve the set of
-//! intervals): readers see the map before or after. A `map` that trims, splits or removes
-//! several intervals is a sequence of steps (insert/replace/delete of one node each, each with
-//! its own commit, "multiple rotations commit separately"), ordered so that:
-//! 1. the surviving tail of an interval that would otherwise lose its node (a split, or an
-//!    interval starting at `range.start`) is inserted first, as its own node;
-//! 2. then the new interval is inserted (or replaces the node starting at `range.start`);
-//! 3. then the surviving head is trimmed, the intervals inside `range` are removed one by one and
-//!    the last one's surviving tail replaces it.
+//! What readers may observe during an update: every update is one commit, so readers see the
+//! map before or after it, never between. `alloc`, and a `map` whose range covers exactly one
+//! existing interval or nothing (a fresh map, a value change of a whole interval, an unmap of a
+//! whole interval), are one step (one insert/replace/delete): its path is rebuilt bottom-up and
+//! published by one `Release` store, in place into the lowest unchanged ancestor when no
+//! rotation is needed above it, else above the topmost rotation (`bonsai/update.rs`). A `map`
+//! that trims, splits or removes several intervals is a sequence of such steps (1. the
+//! surviving tail of an interval that would lose its node gets its own node; 2. the new
+//! interval; 3. the head is trimmed, the intervals inside `range` removed and the last one's
+//! tail re-keyed), built in *atomic mode*: every step out of place, on the unpublished nodes
+//! of the steps before it, and all published by one root store at the end. That costs a copy
+//! of the union of the steps' paths instead of in-place stores, and buys atomicity and panic
+//! safety.
 //!
-//! Hence, for a concurrent reader: an interval the update does not touch is always found; an
-//! address outside `range` that stays mapped is always found with its (unchanged) value (heads
-//! and tails never disappear); an address inside `range` answers its old mapping, then its new
-//! one (the new value or nothing), never old again, but different addresses of `range` switch at
-//! different steps (some overlapped intervals may already be trimmed or removed while others are
-//! not yet); every answer is an interval that was present before or after the update with its
-//! value; nodes are never torn. Between steps the set of intervals may transiently overlap (the
-//! new interval beside a not yet trimmed one), which `visit` may report; the `bonsai` address
-//! space design revalidates under its page-table lock and retries, as the paper's §5.3.
+//! Panic safety. A value's `Clone` (copies, remainders) and `Drop` are the caller's code. A
+//! step makes every node (and clones every value) before its commit, and an atomic update
+//! commits after all its steps, so a panic always happens before anything was published: the
+//! update is abandoned, its never-published nodes go to the domain (their values are dropped
+//! on the reclaimer, where a panic is caught), and the tree, its summaries and the count are as
+//! before. Replaced nodes are never dropped by the writer itself: they go to the domain.
 //!
 //! `alloc` finds the lowest fitting gap in O(log n) through a writer-only gap augmentation of
 //! every node (subtree min start, max end, largest inner gap; `bonsai/augment.rs`, the idea of

@@ -24,7 +24,7 @@
 //! does it in O(log n) always.
 //!
 //! Not for scalability: every reader writes the lock word, so queries do not scale across cores.
-//! It is the baseline the RCU maps are measured against (DESIGN §5, §6 `coarse`/`faultlock`).
+//! It is the baseline the RCU maps are measured against (the `coarse` address-space design).
 
 use crate::contract::{Interval, IntervalMap, MapError, KEY_SPACE_END};
 use crate::free_gaps::FreeGaps;

