@@ -273,6 +273,9 @@ fn clone_panics_leave_the_map_as_it_was<M: Harness>() {
     }
 }
 
+/// One operation of a sequence.
+type Op<'a, M> = Box<dyn Fn(&M) + 'a>;
+
 /// A `Drop` panic at the 1st, 2nd, ... drop of a sequence of overwrites, unmaps and a failing
 /// alloc (whose value is dropped): the map stays consistent, holds no lock, and in the end
 /// every value is dropped exactly once.
@@ -282,7 +285,7 @@ fn drop_panics_leave_the_map_consistent<M: Harness>() {
         let m = Arc::new(M::make());
         populate(&*m, &ctl);
         ctl.drop_panic_in.store(k, Relaxed);
-        let ops: Vec<Box<dyn Fn(&M)>> = vec![
+        let ops: Vec<Op<'_, M>> = vec![
             Box::new(|m| m.map(0..3 * P, Some(Val::new(200, &ctl))).unwrap()),
             Box::new(|m| m.map(6 * P..7 * P, None).unwrap()),
             Box::new(|m| {

@@ -126,7 +126,7 @@ unsafe fn inner_fit<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u6
     // Relaxed: the writer reading its own tree under the writer lock.
     let l = cur.left.load(Ordering::Relaxed);
     let r = cur.right.load(Ordering::Relaxed);
-    // SAFETY (the calls below): children of a live node of the tree are null or live.
+    // SAFETY: children of a live node of the tree are null or live; the writer lock is held.
     if let Some(ls) = unsafe { summary_of(l) } {
         // SAFETY: as above; `l` is not null.
         if let Some(a) = unsafe { inner_fit(l, within, len) } {

@@ -83,13 +83,16 @@ impl<V> Retired<V> {
 
 impl<V> Drop for Retired<V> {
     fn drop(&mut self) {
-        // SAFETY (both conversions): each node came from `Node::alloc` (a Box), was unlinked by
-        // the update that retired it (or never published), is listed once, and the batch is
-        // dropped only after a grace period (or after every reader of a loom model has been
-        // joined), so no reader can hold it.
-        let _first = (!self.first.is_null()).then(|| unsafe { Box::from_raw(self.first) });
+        // Each node came from `Node::alloc` (a Box), was unlinked by the update that retired it
+        // (or never published), is listed once, and the batch is dropped only after a grace
+        // period (or after every reader of a loom model has been joined), so no reader can hold
+        // it.
+        let first = self.first;
+        // SAFETY: as above.
+        let _first = (!first.is_null()).then(|| unsafe { Box::from_raw(first) });
         let rest: Vec<Box<Node<V>>> = std::mem::take(&mut self.rest)
             .into_iter()
+            // SAFETY: as above.
             .map(|n| unsafe { Box::from_raw(n) })
             .collect();
         // A `Vec` drops every element even if one's drop (a value's: the caller's code)
