@@ -59,8 +59,10 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// The summary of a node with interval `[start, end)` and children summarised by `l`, `r`
-    /// (`None` for an empty child). Intervals are disjoint and ordered, so the subtractions
-    /// cannot underflow.
+    /// (`None` for an empty child). At rest intervals are disjoint and ordered; between the
+    /// steps of a multi-step `map` a new interval may overlap one not yet trimmed, and the
+    /// gaps of the subtrees holding both read as 0 (saturating) until the step that resolves
+    /// the overlap, which lies on their path, recomputes them.
     #[inline]
     pub(crate) fn join(start: u64, end: u64, l: Option<Summary>, r: Option<Summary>) -> Summary {
         let mut s = Summary {
@@ -72,12 +74,18 @@ impl Summary {
         if let Some(l) = l {
             s.size += l.size;
             s.min_start = l.min_start;
-            s.max_gap = s.max_gap.max(l.max_gap).max(start - l.max_end);
+            s.max_gap = s
+                .max_gap
+                .max(l.max_gap)
+                .max(start.saturating_sub(l.max_end));
         }
         if let Some(r) = r {
             s.size += r.size;
             s.max_end = r.max_end;
-            s.max_gap = s.max_gap.max(r.max_gap).max(r.min_start - end);
+            s.max_gap = s
+                .max_gap
+                .max(r.max_gap)
+                .max(r.min_start.saturating_sub(end));
         }
         s
     }

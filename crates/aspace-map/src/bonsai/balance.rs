@@ -62,8 +62,9 @@ impl<V: Clone> Update<'_, V> {
             } else {
                 cur.right.store(r, Ordering::Release);
             }
-            self.resummarize(cur, l, r);
+            // Counted at once: from the store on, an unwinding update must not free what it made.
             self.committed();
+            self.resummarize(cur, l, r);
             return n;
         }
         self.remake(n, l, r)

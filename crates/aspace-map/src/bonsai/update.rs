@@ -219,6 +219,23 @@ impl<'t, V: Clone> Update<'t, V> {
             eprintln!("aspace-map: a Bonsai update unwound after a commit; aborting");
             std::process::abort();
         }
+        // Debug builds: nothing this update made is reachable from the published root.
+        #[cfg(debug_assertions)]
+        {
+            let mut made: Vec<_> = self.fresh.iter().chain(&self.discard).copied().collect();
+            made.sort();
+            let mut stack = vec![self.tree.root.load(Ordering::Relaxed)];
+            while let Some(x) = stack.pop() {
+                if !x.is_null() {
+                    assert!(
+                        made.binary_search(&x).is_err(),
+                        "an abandoned node is published"
+                    );
+                    let (l, r) = self.children(x);
+                    stack.extend([l, r]);
+                }
+            }
+        }
         self.retired.disown();
         let mut garbage = Retired::new();
         for n in self.fresh.drain(..).chain(self.discard.drain(..)) {
