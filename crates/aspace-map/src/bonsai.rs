@@ -19,27 +19,26 @@
 //!   node is handed over as the node itself, without allocating).
 //! - `len`: a counter written under the writer lock, read with `Relaxed` (a snapshot).
 //!
-//! What readers may observe during an update. `alloc`, and a `map` whose range covers exactly
-//! one existing interval or nothing (a fresh map, a value change of a whole interval, an unmap of
-//! a whole interval) publish in one step (plus rotations above it, which preserve the set of
-//! intervals): readers see the map before or after. A `map` that trims, splits or removes
-//! several intervals is a sequence of steps (insert/replace/delete of one node each, each with
-//! its own commit, "multiple rotations commit separately"), ordered so that:
-//! 1. the surviving tail of an interval that would otherwise lose its node (a split, or an
-//!    interval starting at `range.start`) is inserted first, as its own node;
-//! 2. then the new interval is inserted (or replaces the node starting at `range.start`);
-//! 3. then the surviving head is trimmed, the intervals inside `range` are removed one by one and
-//!    the last one's surviving tail replaces it.
+//! What readers may observe during an update: every update is one commit, so readers see the
+//! map before or after it, never between. `alloc`, and a `map` whose range covers exactly one
+//! existing interval or nothing (a fresh map, a value change of a whole interval, an unmap of a
+//! whole interval), are one step (one insert/replace/delete): its path is rebuilt bottom-up and
+//! published by one `Release` store, in place into the lowest unchanged ancestor when no
+//! rotation is needed above it, else above the topmost rotation (`bonsai/update.rs`). A `map`
+//! that trims, splits or removes several intervals is a sequence of such steps (1. the
+//! surviving tail of an interval that would lose its node gets its own node; 2. the new
+//! interval; 3. the head is trimmed, the intervals inside `range` removed and the last one's
+//! tail re-keyed), built in *atomic mode*: every step out of place, on the unpublished nodes
+//! of the steps before it, and all published by one root store at the end. That costs a copy
+//! of the union of the steps' paths instead of in-place stores, and buys atomicity and panic
+//! safety.
 //!
-//! Hence, for a concurrent reader: an interval the update does not touch is always found; an
-//! address outside `range` that stays mapped is always found with its (unchanged) value (heads
-//! and tails never disappear); an address inside `range` answers its old mapping, then its new
-//! one (the new value or nothing), never old again, but different addresses of `range` switch at
-//! different steps (some overlapped intervals may already be trimmed or removed while others are
-//! not yet); every answer is an interval that was present before or after the update with its
-//! value; nodes are never torn. Between steps the set of intervals may transiently overlap (the
-//! new interval beside a not yet trimmed one), which `visit` may report; the `bonsai` address
-//! space design revalidates under its page-table lock and retries, as the paper's §5.3.
+//! Panic safety. A value's `Clone` (copies, remainders) and `Drop` are the caller's code. A
+//! step makes every node (and clones every value) before its commit, and an atomic update
+//! commits after all its steps, so a panic always happens before anything was published: the
+//! update is abandoned, its never-published nodes go to the domain (their values are dropped
+//! on the reclaimer, where a panic is caught), and the tree, its summaries and the count are as
+//! before. Replaced nodes are never dropped by the writer itself: they go to the domain.
 //!
 //! `alloc` finds the lowest fitting gap in O(log n) through a writer-only gap augmentation of
 //! every node (subtree min start, max end, largest inner gap; `bonsai/augment.rs`, the idea of
@@ -59,7 +58,7 @@ mod update;
 
 use crate::contract::{Interval, IntervalMap, MapError};
 use crate::sync::{AtomicUsize, Ordering};
-use crate::validate::check_alloc;
+use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use node::Node;
 use parking_lot::Mutex;
@@ -134,15 +133,44 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
     }
 
     /// Runs `f` as one update under the writer lock, then reclaims what it unlinked.
+    ///
+    /// Panic safety: `f` runs the caller's code (values' `Clone` and `Drop`). If it panics, no
+    /// step has committed (a step commits after its last clone; atomic updates at the end), so
+    /// the unwind guard hands the update's never-published nodes to the domain (their values'
+    /// drops run on the reclaimer, where a panic is caught) and keeps the tree as it was; the
+    /// writer lock is released by its guard (parking_lot does not poison).
     fn update<R>(&self, f: impl FnOnce(&mut Update<'_, V>, &mut Vec<*mut Node<V>>) -> R) -> R {
+        /// Abandons the update if `f` unwinds.
+        struct Unwind<'a, 't, V: Clone + Send + Sync + 'static> {
+            up: Option<Update<'t, V>>,
+            domain: &'a Domain,
+        }
+        impl<V: Clone + Send + Sync + 'static> Drop for Unwind<'_, '_, V> {
+            fn drop(&mut self) {
+                if let Some(up) = self.up.take() {
+                    let garbage = up.abandon();
+                    if !garbage.is_empty() {
+                        self.domain.defer_drop(garbage);
+                    }
+                }
+            }
+        }
+
         let (r, retired) = {
             let mut scratch = self.writer.lock();
-            let fresh = std::mem::take(&mut scratch.fresh);
+            let Scratch { over, fresh } = &mut *scratch;
+            over.clear();
+            let fresh = std::mem::take(fresh);
             // SAFETY: the writer lock is held for the update's lifetime, so this is the only
-            // writer; the batch is freed by the domain after a grace period.
-            let mut up = unsafe { Update::with_scratch(&self.tree, fresh) };
-            let r = f(&mut up, &mut scratch.over);
-            scratch.over.clear();
+            // writer; the batch is freed by the domain after a grace period (`reclaim`).
+            let up = unsafe { Update::with_scratch(&self.tree, fresh) };
+            let mut guard = Unwind {
+                up: Some(up),
+                domain: &self.domain,
+            };
+            let r = f(guard.up.as_mut().expect("set above"), over);
+            let up = guard.up.take().expect("taken once");
+            over.clear();
             let (retired, fresh) = up.finish_with_scratch();
             scratch.fresh = fresh;
             (r, retired)
@@ -163,7 +191,6 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         value: Option<V>,
     ) {
         let Interval { start: s, end: e } = range;
-        over.clear();
         // SAFETY: the writer lock is held; nodes reached stay allocated until this update's batch
         // is freed after a grace period, i.e. after this function returns.
         let _ = unsafe {
@@ -179,9 +206,14 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             }
             return;
         };
-        let (first, last) = (update::node(first_p), update::node(last_p));
+        let (first, last) = (up.node(first_p), up.node(last_p));
         let head = first.start < s;
         let tail = last.end > e;
+        if head || tail || over.len() > 1 {
+            // Several steps: build them all out of place and publish them with one store
+            // (module doc, "What readers may observe").
+            up.set_atomic();
+        }
         // Step 1: a surviving tail whose node cannot be re-keyed to `e` gets its own node first.
         let tail_inserted = tail && (last.start < s || (last.start == s && value.is_some()));
         let mut added = 0usize;
@@ -210,7 +242,7 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             if i == 0 && (head || first_replaced) {
                 continue;
             }
-            let n = update::node(p);
+            let n = up.node(p);
             if i == last_i && tail && !tail_inserted {
                 up.replace(n.start, e, n.end, n.value.clone());
             } else {
@@ -241,7 +273,8 @@ where
     }
 
     #[inline]
-    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+    fn query<'g>(&'g self, addr: u64, guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+        check_guard(&self.domain, guard);
         // SAFETY: the caller's guard of this map's domain is held for 'g, and every node this
         // map unlinks is freed through that domain after a grace period.
         let n = unsafe { self.tree.find(addr) }?;
@@ -278,9 +311,10 @@ where
     fn visit<'g>(
         &'g self,
         range: Range<u64>,
-        _guard: &'g Guard<'_>,
+        guard: &'g Guard<'_>,
         f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
     ) -> Result<(), MapError> {
+        check_guard(&self.domain, guard);
         let range = Interval::try_from(range)?;
         // SAFETY: the caller's guard of this map's domain is held for 'g.
         let _ = unsafe {

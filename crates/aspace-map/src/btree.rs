@@ -24,11 +24,11 @@
 //! does it in O(log n) always.
 //!
 //! Not for scalability: every reader writes the lock word, so queries do not scale across cores.
-//! It is the baseline the RCU maps are measured against (DESIGN §5, §6 `coarse`/`faultlock`).
+//! It is the baseline the RCU maps are measured against (the `coarse` address-space design).
 
 use crate::contract::{Interval, IntervalMap, MapError, KEY_SPACE_END};
 use crate::free_gaps::FreeGaps;
-use crate::validate::check_alloc;
+use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use std::collections::BTreeMap;
@@ -110,7 +110,8 @@ where
     }
 
     #[inline]
-    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, Self::Ref<'g>)> {
+    fn query<'g>(&'g self, addr: u64, guard: &'g Guard<'_>) -> Option<(Interval, Self::Ref<'g>)> {
+        check_guard(&self.domain, guard);
         let mut found = None;
         let value = RwLockReadGuard::try_map(self.tree.read(), |tree| {
             let (&start, (end, value)) = tree.ivs.range(..=addr).next_back()?;
@@ -157,12 +158,16 @@ where
             }
             inside.push(s);
         }
+        // The removed values are dropped after the map is consistent again (their `Drop` is the
+        // caller's code: a panic there must not leave the gap index half updated).
+        let mut removed = Vec::new();
         for s in inside {
             if let Some((e, v)) = ivs.remove(&s) {
                 if e > end {
                     tail = Some((end, (e, v)));
                 } else {
                     gaps.forget(e);
+                    removed.push(v);
                 }
             }
         }
@@ -175,6 +180,8 @@ where
             ivs.insert(start, (end, v));
         }
         gaps.set_window(lo, hi, new);
+        drop(guard);
+        drop(removed);
         Ok(())
     }
 
@@ -199,9 +206,10 @@ where
     fn visit<'g>(
         &'g self,
         range: Range<u64>,
-        _guard: &'g Guard<'_>,
+        guard: &'g Guard<'_>,
         f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
     ) -> Result<(), MapError> {
+        check_guard(&self.domain, guard);
         let range = Interval::try_from(range)?;
         let tree = self.tree.read();
         let _ = for_each_overlapping(&tree.ivs, range, f);

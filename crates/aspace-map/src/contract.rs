@@ -1,4 +1,4 @@
-//! The `IntervalMap` contract shared by every interval map (DESIGN §5), and its value types.
+//! The `IntervalMap` contract shared by every interval map, and its value types.
 //!
 //! An interval map maps disjoint, page-aligned, half-open intervals `[start, end)` of the `u64`
 //! key space to values. The key space is `[0, KEY_SPACE_END)`: the top page of `u64` is left out
@@ -11,6 +11,9 @@
 //!   so that afterwards exactly `range` maps to `v` (or nothing, for `None`);
 //! - `alloc(within, len, v)`: atomically claim the lowest gap of `len` bytes inside `within`;
 //! - `visit(range, guard, f)`: every interval overlapping `range`, in address order;
+//!
+//! The guard of `query`/`visit` must be a read section of the map's own domain (`domain()`):
+//! every implementation checks it and panics on a guard of another domain, in every build.
 //! - `len()`: the number of intervals.
 //!
 //! Invalid input (unaligned, empty, inverted, or beyond the key space) is rejected with a

@@ -1,4 +1,4 @@
-//! Concurrent interval maps behind one contract (DESIGN §5).
+//! Concurrent interval maps behind one contract.
 //!
 //! An interval map maps disjoint page-aligned address intervals to values: the region ("VMA")
 //! tree of an address space. Every implementation here satisfies the [`IntervalMap`] contract
@@ -6,22 +6,31 @@
 //!
 //! - [`BTreeIntervalMap`] (`btree.rs`): `std::collections::BTreeMap` under one `RwLock`, the
 //!   "stock kernel" baseline; every operation is atomic, queries hold the read lock.
-//! - [`BonsaiMap`] (`bonsai.rs`): the Bonsai RCU tree of ASPLOS'12 §3, a functional
-//!   weight-balanced tree with the in-place update optimisation; lock-free queries under an RCU
-//!   guard (no atomic read-modify-write, no allocation), one writer lock for updates, replaced
-//!   nodes freed after a grace period through `aspace-rcu`.
+//! - [`BonsaiMap`] (`bonsai.rs`): the Bonsai RCU tree (Clements, Kaashoek, Zeldovich, ASPLOS'12,
+//!   §3), a functional weight-balanced tree with the in-place update optimisation; lock-free
+//!   queries under an RCU guard (no atomic read-modify-write, no allocation), one writer lock
+//!   for updates, replaced nodes freed after a grace period through `aspace-rcu`.
+//! - [`SkipListMap`] (`skiplist.rs`): the concurrent interval skiplist (Kim, Kwon, Kang,
+//!   SOSP'25): lock-free queries under an RCU guard, updates that lock only the nodes of the
+//!   range they change (so updates of disjoint ranges run in parallel), optional per-core
+//!   arenas; it also implements [`IntervalLocking`].
 //!
 //! Locking and RCU contract of this crate, in one place:
-//! - `query`/`visit` of RCU maps run under the caller's `aspace_rcu::Guard` and take no lock;
-//!   references they return are valid for the guard's lifetime.
-//! - `map`/`alloc` of a map serialize on that map's single writer lock (bonsai: a `Mutex`;
-//!   btree: the write side of its `RwLock`). No lock of this crate is held while calling user code
-//!   except btree's read lock during `visit`'s callback and while a btree `query` result lives.
-//! - Nodes unlinked by an update are handed to the map's RCU domain once per update (one batch)
-//!   and freed after a grace period.
+//! - `query`/`visit` of RCU maps (bonsai, skiplist) run under the caller's `aspace_rcu::Guard`
+//!   and take no lock; references they return are valid for the guard's lifetime. Every map
+//!   checks that the guard belongs to its own domain and panics otherwise.
+//! - `map`/`alloc` of bonsai serialize on its single writer `Mutex`, of btree on the write side
+//!   of its `RwLock`; skiplist updates lock the nodes of their range (interval locking, left to
+//!   right) inside a pooled read section, and `alloc` claims a gap with one CAS.
+//! - User code (a value's `Clone`/`Drop`, `visit`'s closure) may run while a lock of the map is
+//!   held: btree's lock during `visit`'s callback, while a `query` result lives, and in updates;
+//!   bonsai's writer lock and skiplist node locks while an update clones remainders. Every map
+//!   is panic-safe there: a panic leaves the map consistent (before the commit: unchanged),
+//!   releases its locks and frees nothing a reader may still hold (`tests/panic_safety.rs`).
+//! - Nodes unlinked by an update are freed after a grace period of the map's domain (bonsai:
+//!   one batch per update; skiplist: batched per reader slot, `skiplist/retire.rs`).
 //!
-//! What this crate is not for: page tables, frames or region semantics (that is `aspace-vm`), and
-//! interval locking (`IntervalLocking`, for skiplist/radix maps).
+//! What this crate is not for: page tables, frames or region semantics (that is `aspace-vm`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

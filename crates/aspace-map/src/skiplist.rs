@@ -81,12 +81,12 @@ mod loom_tests;
 pub use arena::{ArenaLayout, SEPARATOR_THRESHOLD};
 
 use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END};
-use crate::validate::check_alloc;
+use crate::validate::{check_alloc, check_guard};
 use alloc::AllocOutcome;
 use arena::Hint;
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
-use lock::unlock_node;
+use lock::HeldNodes;
 use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
 use readers::{ReaderPool, SLOTS};
@@ -134,22 +134,14 @@ fn random_height(cap: usize) -> usize {
 pub struct SkipLocked<'a, V: Clone + Send + Sync + 'static> {
     map: &'a SkipListMap<V>,
     range: Interval,
-    nodes: Vec<*mut Node<V>>,
+    /// Released on drop (see `lock.rs`), unless `swap` consumes them.
+    nodes: HeldNodes<V>,
 }
 
 impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
     /// The range held.
     pub fn range(&self) -> Interval {
         self.range
-    }
-}
-
-impl<V: Clone + Send + Sync + 'static> Drop for SkipLocked<'_, V> {
-    fn drop(&mut self) {
-        for &n in &self.nodes {
-            // SAFETY: held by us since `lock`; held nodes are never retired by others.
-            unsafe { unlock_node(n) };
-        }
     }
 }
 
@@ -199,7 +191,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             // range below the first separator locks only the head.
             unsafe {
                 let locked = m.raw.lock_range(layout.base, end.max(layout.base + 1));
-                let retired = m.raw.swap_locked(&locked, layout.base, end, &seps);
+                let retired = m.raw.swap_locked(locked, layout.base, end, &seps);
                 debug_assert!(retired.is_empty());
             }
         });
@@ -240,14 +232,14 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// uncovered separators, retiring the old nodes, adjusting `len` and the hints.
     ///
     /// # Safety
-    /// `locked` came from `raw.lock_range(s, e)` and is held; the caller is in a read section;
+    /// `locked` came from `raw.lock_range(s, e)`; the caller is in a read section;
     /// `hint`, if any, came from the `lock_range_at` that took `locked` in that same section.
     ///
     /// The old nodes (`locked[1..]`) go to `retired`, the caller's slot's list.
     #[allow(clippy::too_many_arguments)]
     unsafe fn swap_with(
         &self,
-        locked: Vec<*mut Node<V>>,
+        locked: HeldNodes<V>,
         s: u64,
         e: u64,
         new_ivs: impl IntoIterator<Item = (Interval, V), IntoIter: ExactSizeIterator>,
@@ -315,8 +307,10 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 delta -= 1;
             }
         }
+        // The caller's code (values' `Clone`, `Drop` of `new_ivs`) has run: from here on
+        // nothing can unwind, and the swap takes over releasing the locks.
         // SAFETY: forwarded; `nodes` are fresh, sorted, disjoint and inside the old span.
-        unsafe { self.raw.swap_locked_at(&locked, s, e, &nodes, hint) };
+        let locked = unsafe { self.raw.swap_locked_at(locked, s, e, &nodes, hint) };
         self.add_len(stripe, delta);
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
@@ -388,10 +382,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                                 && locked[1..].iter().all(|&n| (*n).kind == Kind::Separator)
                         };
                         if !free {
-                            for &n in &locked {
-                                // SAFETY: held by us.
-                                unsafe { unlock_node(n) };
-                            }
+                            drop(locked);
                             continue;
                         }
                         // SAFETY: never published.
@@ -508,7 +499,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
     }
 
     #[inline]
-    fn query<'g>(&'g self, addr: u64, _guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+    fn query<'g>(&'g self, addr: u64, guard: &'g Guard<'_>) -> Option<(Interval, &'g V)> {
+        check_guard(self.readers.domain(), guard);
         // SAFETY: the caller's guard keeps every node reachable during the call alive for 'g.
         let n = unsafe { self.raw.query(addr) }?;
         Some((
@@ -543,9 +535,10 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
     fn visit<'g>(
         &'g self,
         range: Range<u64>,
-        _guard: &'g Guard<'_>,
+        guard: &'g Guard<'_>,
         f: &mut dyn FnMut(Interval, &V) -> ControlFlow<()>,
     ) -> Result<(), MapError> {
+        check_guard(self.readers.domain(), guard);
         let iv = Interval::try_from(range)?;
         // SAFETY: the caller's guard keeps reachable nodes alive.
         unsafe {
@@ -611,9 +604,9 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
             }
             last_end = iv.end;
         }
-        let nodes = std::mem::take(&mut { locked }.nodes);
+        let SkipLocked { nodes, .. } = locked;
         self.readers.with(|_, stripe, retired| {
-            // SAFETY: `nodes` are held (taken out of the lock, whose drop now releases nothing).
+            // SAFETY: `nodes` are held (moved out of the lock; released on unwind).
             // No hint: the lock was taken in another read section.
             unsafe { self.swap_with(nodes, r.start, r.end, new_intervals, stripe, None, retired) }
         });

@@ -6,9 +6,34 @@
 //! same mistake, in the same order: first `within` (unaligned, empty/inverted, out of range), then
 //! `len` (zero: `EmptyRange`; unaligned: `Unaligned`). A `len` larger than `within` is not an input
 //! error but a `NoSpace` found by the gap search (Linux: `ENOMEM`).
+//!
+//! It also holds [`check_guard`], the check of the one input that is not a number: the read
+//! guard `query`/`visit` take must be a section of the map's own RCU domain, or the map's
+//! grace periods would not wait for it and it would protect nothing (crossbeam-skiplist's
+//! `check_guard`). A foreign guard is a programming error: it panics, in every build.
 
 use crate::contract::{Interval, MapError, PAGE_SIZE};
+use aspace_rcu::{Domain, Guard};
 use std::ops::Range;
+
+/// Panics unless `guard` is a read section of `domain` (one pointer compare).
+#[inline]
+#[track_caller]
+pub(crate) fn check_guard(domain: &Domain, guard: &Guard<'_>) {
+    if !guard.belongs_to(domain) {
+        foreign_guard();
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn foreign_guard() -> ! {
+    panic!(
+        "aspace-map: the guard passed to query/visit belongs to another RCU domain than the \
+         map's (register readers with map.domain())"
+    );
+}
 
 /// Validates the arguments of `alloc(within, len, _)`; returns `within` as an `Interval`.
 pub(crate) fn check_alloc(within: Range<u64>, len: u64) -> Result<Interval, MapError> {

@@ -214,6 +214,13 @@ impl<F: Flavor> Domain<F> {
     pub fn stats(&self) -> Stats {
         self.core().stats.snapshot()
     }
+
+    /// Whether `this` and `other` are handles of the same domain (clones of one another). The
+    /// domain identity that structures check a caller's [`Guard`] against ([`Guard::belongs_to`]).
+    #[inline]
+    pub fn ptr_eq(this: &Self, other: &Self) -> bool {
+        Arc::ptr_eq(&this.inner, &other.inner)
+    }
 }
 
 impl<F: Flavor> Default for Domain<F> {
@@ -302,7 +309,8 @@ impl<F: Flavor> std::fmt::Debug for Reader<F> {
 }
 
 impl Reader<Qsbr> {
-    /// Announces a quiescent state: no reference from earlier read sections is held.
+    /// Announces a quiescent state: no reference from earlier read sections is held. On an
+    /// offline reader this comes back online, exactly as [`Reader::online`].
     #[inline]
     pub fn quiescent_state(&self) {
         crate::qsbr::quiescent_state(&self.core.global, &self.slot);
@@ -328,6 +336,15 @@ impl<F: Flavor> Guard<'_, F> {
     /// The reader this section belongs to.
     pub fn reader(&self) -> &Reader<F> {
         self.reader
+    }
+
+    /// Whether this is a read section of `domain`: the check a structure that frees through
+    /// `domain` makes before it trusts a caller's guard (crossbeam-skiplist's `check_guard`).
+    /// A guard of another domain protects nothing there: that domain's grace periods do not
+    /// wait for it. One pointer compare.
+    #[inline]
+    pub fn belongs_to(&self, domain: &Domain<F>) -> bool {
+        Domain::ptr_eq(&self.reader.domain, domain)
     }
 }
 

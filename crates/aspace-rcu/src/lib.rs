@@ -1,5 +1,6 @@
 //! User-space RCU for aspace: domains, registered readers, grace periods and batched deferred
-//! reclamation (DESIGN §3; seeds: rcu-for-helenos-thesis.txt chapters 2-4, §4.4).
+//! reclamation (after M. Hrubý's thesis "RCU for HelenOS", chapters 2-4, and its user-space RCU
+//! of §4.4).
 //!
 //! # What
 //!

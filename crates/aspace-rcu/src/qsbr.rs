@@ -9,6 +9,7 @@
 //!
 //! ```text
 //! quiescent_state:  g = gp_ctr (Acquire); if slot != g { slot = g (Release) }
+//!                   (offline, slot == 0: online() instead, fence included)
 //! offline:          slot = 0 (Release)
 //! online:           slot = gp_ctr; fence(SeqCst)
 //! ```
@@ -175,26 +176,37 @@ fn debug_assert_not_reading(slot: &QsbrSlot, what: &str) {
     );
 }
 
-/// Announces a quiescent state.
+/// Announces a quiescent state. On an offline reader it is `online()` (in every build): a
+/// plain announcement there would bring the reader online without the fence that orders its
+/// next sections against a writer that already saw it offline (see the module doc).
 #[inline]
 pub(crate) fn quiescent_state(global: &QsbrGlobal, slot: &QsbrSlot) {
     if cfg!(debug_assertions) {
         debug_assert_not_reading(slot, "quiescent_state()");
-        assert!(
-            slot.is_online(),
-            "aspace-rcu: quiescent_state() while offline"
-        );
     }
     #[cfg(all(debug_assertions, not(loom)))]
     slot.claim();
     // Acquire: pairs with the Release store of gp_ctr in synchronize(); later sections see the
     // writes that preceded that grace period.
     let g = global.gp_ctr.load(Acquire);
-    if slot.ctr.load(Relaxed) != g {
+    let c = slot.ctr.load(Relaxed);
+    if c != g {
+        if c == 0 {
+            // Offline (gp_ctr is never 0): come online with online()'s store-buffering fence.
+            online_cold(global, slot);
+            return;
+        }
         // Release: pairs with the Acquire load in wait_for_readers(); earlier sections' accesses
         // happen-before the writer's return.
         slot.ctr.store(g, Release);
     }
+}
+
+/// `online()` out of line, for the rare `quiescent_state()` of an offline reader.
+#[cold]
+#[inline(never)]
+fn online_cold(global: &QsbrGlobal, slot: &QsbrSlot) {
+    online(global, slot);
 }
 
 /// Goes offline.

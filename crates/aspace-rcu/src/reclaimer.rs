@@ -37,16 +37,13 @@
 //! `batch_size`, which holds while the reclaimer gets a CPU: the backlog is then about
 //! `batch_size` plus what arrives during one grace period and one batch's frees. On an
 //! oversubscribed machine it is bounded by how long the scheduler keeps the reclaimer off a CPU
-//! instead: with one updater replacing a list head 10-20 M times a second and a reader on a
-//! 2-CPU machine (`aspace bench rcu-update --update-pct 100 --threads 2`, three runnable threads
-//! on two CPUs), the peak backlog measured over 0.5-2 s runs is 0.1-1.5 M entries (tens of
-//! milliseconds of updates; it does not grow with the run's length), each taken in one batch.
+//! instead (the backlog is then whatever the updaters queue while it waits for a CPU; it does
+//! not grow with the run's length, and it is taken in one batch).
 //!
 //! Cost per callback: the enqueue is an uncontended mutex round trip and a 16-byte store; on the
 //! reclaimer, the grace period is shared by the whole batch (at most one per `batch_delay`
 //! below `batch_size`) and the callback runs in a tight loop. For `defer_free` the run is the
-//! allocator's free of a block another thread allocated, the dominant reclaimer cost (~15 ns
-//! per entry with mimalloc, about 5% of the CPU samples of the `rcu-update` run above).
+//! allocator's free of a block another thread allocated, the dominant reclaimer cost.
 //!
 //! Under loom there is no reclaimer thread: `barrier()` and the domain's drop run the queue
 //! inline on the calling thread (loom models check `synchronize()` directly).

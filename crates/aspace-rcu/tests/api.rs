@@ -322,6 +322,33 @@ fn reader_domain_is_the_registering_domain() {
     assert!(std::ptr::eq(g.reader(), &reader));
 }
 
+#[test]
+fn a_guard_belongs_to_its_domain_and_its_clones_only() {
+    let domain = Domain::<Memb>::new();
+    let other = Domain::<Memb>::new();
+    let reader = domain.register();
+    let g = reader.read();
+    assert!(g.belongs_to(&domain));
+    assert!(g.belongs_to(&domain.clone()));
+    assert!(g.belongs_to(reader.domain()));
+    assert!(!g.belongs_to(&other));
+    assert!(Domain::ptr_eq(&domain, &domain.clone()));
+    assert!(!Domain::ptr_eq(&domain, &other));
+}
+
+#[test]
+fn qsbr_quiescent_state_of_an_offline_reader_brings_it_online_in_every_build() {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    reader.offline();
+    reader.quiescent_state();
+    assert!(reader.is_online());
+    // Online again: grace periods wait for it until its next quiescent state.
+    reader.synchronize();
+    reader.quiescent_state();
+    assert!(reader.is_online());
+}
+
 #[cfg(debug_assertions)]
 #[test]
 #[should_panic(expected = "Reader dropped inside a read section")]

@@ -202,6 +202,30 @@ fn loom_qsbr_reader_coming_online_sees_replacement_or_is_waited_for() {
 }
 
 #[test]
+fn loom_qsbr_quiescent_state_of_an_offline_reader_comes_online_with_the_fence() {
+    // Regression: quiescent_state() on an offline reader used to store the counter without
+    // online()'s SeqCst fence (store buffering: the writer could read the slot as 0 while the
+    // reader's section read the old object), in release builds.
+    loom::model(|| {
+        let domain: Domain<Qsbr> = Domain::new();
+        let world = World::new();
+        let reader = domain.register();
+        reader.offline();
+        let w = world.clone();
+        let t = thread::spawn(move || {
+            reader.quiescent_state();
+            assert!(reader.is_online());
+            let _g = reader.read();
+            w.check(0);
+            drop(_g);
+            reader.offline();
+        });
+        world.replace(0, 1, || domain.synchronize());
+        t.join().unwrap();
+    });
+}
+
+#[test]
 fn loom_qsbr_concurrent_synchronizers_sharing_a_grace_period_protect_both_updates() {
     loom::model(|| {
         let domain: Domain<Qsbr> = Domain::new();

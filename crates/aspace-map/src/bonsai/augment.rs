@@ -41,7 +41,6 @@
 //! Not for: readers (they never read summaries), nor any policy but lowest-fit.
 
 use super::node::{summary_of, Node};
-use super::update::node;
 use crate::contract::{Interval, KEY_SPACE_END};
 use crate::sync::Ordering;
 
@@ -60,8 +59,10 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// The summary of a node with interval `[start, end)` and children summarised by `l`, `r`
-    /// (`None` for an empty child). Intervals are disjoint and ordered, so the subtractions
-    /// cannot underflow.
+    /// (`None` for an empty child). At rest intervals are disjoint and ordered; between the
+    /// steps of a multi-step `map` a new interval may overlap one not yet trimmed, and the
+    /// gaps of the subtrees holding both read as 0 (saturating) until the step that resolves
+    /// the overlap, which lies on their path, recomputes them.
     #[inline]
     pub(crate) fn join(start: u64, end: u64, l: Option<Summary>, r: Option<Summary>) -> Summary {
         let mut s = Summary {
@@ -73,12 +74,18 @@ impl Summary {
         if let Some(l) = l {
             s.size += l.size;
             s.min_start = l.min_start;
-            s.max_gap = s.max_gap.max(l.max_gap).max(start - l.max_end);
+            s.max_gap = s
+                .max_gap
+                .max(l.max_gap)
+                .max(start.saturating_sub(l.max_end));
         }
         if let Some(r) = r {
             s.size += r.size;
             s.max_end = r.max_end;
-            s.max_gap = s.max_gap.max(r.max_gap).max(r.min_start - end);
+            s.max_gap = s
+                .max_gap
+                .max(r.max_gap)
+                .max(r.min_start.saturating_sub(end));
         }
         s
     }
@@ -95,20 +102,31 @@ fn clip_fit(gap_start: u64, gap_end: u64, within: Interval, len: u64) -> Option<
 /// The lowest `a` with `[a, a + len)` inside `within` and free, in the tree rooted at `root`
 /// (see the module doc for the search and its O(log n) bound).
 ///
-/// # Preconditions
-/// The caller holds the tree's writer lock (summaries are writer-only); `len > 0`.
-pub(crate) fn first_fit_locked<V>(root: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
-    let Some(all) = summary_of(root) else {
+/// # Safety
+/// The caller holds the tree's writer lock (summaries are writer-only) and `root` is the
+/// tree's root (null or a live node); `len > 0`.
+pub(crate) unsafe fn first_fit_locked<V>(
+    root: *mut Node<V>,
+    within: Interval,
+    len: u64,
+) -> Option<u64> {
+    // SAFETY: per the contract.
+    let Some(all) = (unsafe { summary_of(root) }) else {
         return clip_fit(0, KEY_SPACE_END, within, len);
     };
     clip_fit(0, all.min_start, within, len)
-        .or_else(|| inner_fit(root, within, len))
+        // SAFETY: per the contract; `root` is not null here.
+        .or_else(|| unsafe { inner_fit(root, within, len) })
         .or_else(|| clip_fit(all.max_end, KEY_SPACE_END, within, len))
 }
 
 /// The lowest fitting address in the gaps strictly inside the (non-null) subtree at `n`.
-fn inner_fit<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
-    let cur = node(n);
+///
+/// # Safety
+/// As for [`first_fit_locked`]; `n` is a live node of the tree.
+unsafe fn inner_fit<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
+    // SAFETY: per the contract, `n` is live and the writer lock keeps it so.
+    let cur = unsafe { &*n };
     let s = cur.summary();
     if s.max_gap < len || clip_fit(s.min_start, s.max_end, within, len).is_none() {
         return None;
@@ -116,19 +134,23 @@ fn inner_fit<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
     // Relaxed: the writer reading its own tree under the writer lock.
     let l = cur.left.load(Ordering::Relaxed);
     let r = cur.right.load(Ordering::Relaxed);
-    if let Some(ls) = summary_of(l) {
-        if let Some(a) = inner_fit(l, within, len) {
+    // SAFETY: children of a live node of the tree are null or live; the writer lock is held.
+    if let Some(ls) = unsafe { summary_of(l) } {
+        // SAFETY: as above; `l` is not null.
+        if let Some(a) = unsafe { inner_fit(l, within, len) } {
             return Some(a);
         }
         if let Some(a) = clip_fit(ls.max_end, cur.start, within, len) {
             return Some(a);
         }
     }
-    if let Some(rs) = summary_of(r) {
+    // SAFETY: as above.
+    if let Some(rs) = unsafe { summary_of(r) } {
         if let Some(a) = clip_fit(cur.end, rs.min_start, within, len) {
             return Some(a);
         }
-        return inner_fit(r, within, len);
+        // SAFETY: as above; `r` is not null.
+        return unsafe { inner_fit(r, within, len) };
     }
     None
 }

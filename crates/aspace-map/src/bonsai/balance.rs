@@ -16,9 +16,9 @@
 //!
 //! Not for: choosing where to commit (the caller says whether an in-place store is allowed).
 
-use super::node::{size_of_tree, Node};
+use super::node::Node;
 use super::tree::{is_balanced, RATIO};
-use super::update::{node, Update};
+use super::update::Update;
 use crate::sync::Ordering;
 
 impl<V: Clone> Update<'_, V> {
@@ -34,7 +34,7 @@ impl<V: Clone> Update<'_, V> {
         r: *mut Node<V>,
         in_place: bool,
     ) -> *mut Node<V> {
-        let (sl, sr) = (size_of_tree(l), size_of_tree(r));
+        let (sl, sr) = (self.size_of(l), self.size_of(r));
         if !is_balanced(sl, sr) {
             return self.rotate_left(n, l, r);
         }
@@ -44,14 +44,14 @@ impl<V: Clone> Update<'_, V> {
         if self.is_fresh(n) {
             return self.remake(n, l, r);
         }
-        let cur = node(n);
+        let cur = self.node(n);
         let (ol, or) = (
             cur.left.load(Ordering::Relaxed),
             cur.right.load(Ordering::Relaxed),
         );
         if ol == l && or == r {
             // Nothing to publish here (any change below was committed in place already).
-            cur.resummarize(l, r);
+            self.resummarize(cur, l, r);
             return n;
         }
         if in_place && (ol == l || or == r) {
@@ -62,8 +62,9 @@ impl<V: Clone> Update<'_, V> {
             } else {
                 cur.right.store(r, Ordering::Release);
             }
-            cur.resummarize(l, r);
+            // Counted at once: from the store on, an unwinding update must not free what it made.
             self.committed();
+            self.resummarize(cur, l, r);
             return n;
         }
         self.remake(n, l, r)
@@ -77,15 +78,17 @@ impl<V: Clone> Update<'_, V> {
         l: *mut Node<V>,
         r: *mut Node<V>,
     ) -> *mut Node<V> {
-        let cur = node(n);
+        let cur = self.node(n);
         if self.is_fresh(n) {
             // Relaxed: `n` is not reachable by readers; the commit that publishes it is a Release
             // store ordered after these.
             cur.left.store(l, Ordering::Relaxed);
             cur.right.store(r, Ordering::Relaxed);
-            cur.resummarize(l, r);
+            self.resummarize(cur, l, r);
             n
         } else {
+            // A clone of the caller's value: before the step's commit (see `Update::before_commit`).
+            self.before_commit();
             let c = self.fresh_node(cur.start, cur.end, cur.value.clone(), l, r);
             self.retire(n);
             c
@@ -94,16 +97,16 @@ impl<V: Clone> Update<'_, V> {
 
     /// `r` is too heavy: single or double left rotation (Fig. 3, 7, 8(a)), out of place.
     fn rotate_left(&mut self, n: *mut Node<V>, l: *mut Node<V>, r: *mut Node<V>) -> *mut Node<V> {
-        let rn = node(r);
+        let rn = self.node(r);
         let (rl, rr) = (
             rn.left.load(Ordering::Relaxed),
             rn.right.load(Ordering::Relaxed),
         );
-        if size_of_tree(rl) + 1 < RATIO * (size_of_tree(rr) + 1) {
+        if self.size_of(rl) + 1 < RATIO * (self.size_of(rr) + 1) {
             let a = self.remake(n, l, rl);
             self.remake(r, a, rr)
         } else {
-            let rln = node(rl);
+            let rln = self.node(rl);
             let (rll, rlr) = (
                 rln.left.load(Ordering::Relaxed),
                 rln.right.load(Ordering::Relaxed),
@@ -116,16 +119,16 @@ impl<V: Clone> Update<'_, V> {
 
     /// `l` is too heavy: the mirror image of [`Update::rotate_left`].
     fn rotate_right(&mut self, n: *mut Node<V>, l: *mut Node<V>, r: *mut Node<V>) -> *mut Node<V> {
-        let ln = node(l);
+        let ln = self.node(l);
         let (ll, lr) = (
             ln.left.load(Ordering::Relaxed),
             ln.right.load(Ordering::Relaxed),
         );
-        if size_of_tree(lr) + 1 < RATIO * (size_of_tree(ll) + 1) {
+        if self.size_of(lr) + 1 < RATIO * (self.size_of(ll) + 1) {
             let a = self.remake(n, lr, r);
             self.remake(l, ll, a)
         } else {
-            let lrn = node(lr);
+            let lrn = self.node(lr);
             let (lrl, lrr) = (
                 lrn.left.load(Ordering::Relaxed),
                 lrn.right.load(Ordering::Relaxed),

@@ -61,15 +61,16 @@ pub(crate) struct Node<V> {
 }
 
 impl<V> Node<V> {
-    /// A heap node with the given fields; the caller owns the returned pointer.
+    /// A heap node with the given fields and `sum`, the summary of its subtree (computed by the
+    /// writer from its children's); the caller owns the returned pointer.
     pub(crate) fn alloc(
         start: u64,
         end: u64,
         value: V,
         left: *mut Node<V>,
         right: *mut Node<V>,
+        sum: Summary,
     ) -> *mut Node<V> {
-        let sum = Summary::join(start, end, summary_of(left), summary_of(right));
         let node = Box::new(Node {
             start,
             left: AtomicPtr::new(left),
@@ -92,12 +93,10 @@ impl<V> Node<V> {
         self.summary.load()
     }
 
-    /// Recomputes the summary from this node's interval and the summaries of `left` and
-    /// `right`, which must be its children by the time the update ends (writer only; in place
-    /// even in a published node, since readers never read it).
+    /// Stores the summary of this node's subtree (writer only; in place even in a published
+    /// node, since readers never read it).
     #[inline]
-    pub(crate) fn resummarize(&self, left: *mut Node<V>, right: *mut Node<V>) {
-        let sum = Summary::join(self.start, self.end, summary_of(left), summary_of(right));
+    pub(crate) fn set_summary(&self, sum: Summary) {
         self.summary.store(sum);
     }
 
@@ -113,20 +112,13 @@ impl<V> Node<V> {
 
 /// The stored summary of the subtree at `n` (`None` for null).
 ///
-/// Writer only: `n` is null or a node that the caller (holding the writer lock) keeps alive.
+/// # Safety
+/// The caller holds the tree's writer lock (summaries are writer-only) and `n` is null or a
+/// live node: reachable from the root, or created or retired by the caller's current update.
 #[inline]
-pub(crate) fn summary_of<V>(n: *mut Node<V>) -> Option<Summary> {
-    // SAFETY: non-null tree pointers handled by the writer point to live nodes: the writer lock
-    // excludes other writers and nodes are freed only after being unlinked and a grace period
-    // (or, for never-published nodes, by the writer itself after their last use).
+pub(crate) unsafe fn summary_of<V>(n: *mut Node<V>) -> Option<Summary> {
+    // SAFETY: per the contract, `n` is null or a live node.
     unsafe { n.as_ref() }.map(Node::summary)
-}
-
-/// The size of the subtree at `n` (0 for null). Writer only, as [`summary_of`].
-#[inline]
-pub(crate) fn size_of_tree<V>(n: *mut Node<V>) -> usize {
-    // SAFETY: as in `summary_of`.
-    unsafe { n.as_ref() }.map_or(0, |n| n.summary.load().size)
 }
 
 /// The low bits of a page-aligned value, where the packed summary keeps 12 bits of the size.

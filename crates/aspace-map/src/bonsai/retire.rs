@@ -50,6 +50,13 @@ impl<V> Retired<V> {
         }
     }
 
+    /// Empties the batch without freeing its nodes (an abandoned update: they are still
+    /// linked in the tree, which owns them again).
+    pub(crate) fn disown(&mut self) {
+        self.first = std::ptr::null_mut();
+        self.rest.clear();
+    }
+
     /// Whether no node was retired.
     pub(crate) fn is_empty(&self) -> bool {
         self.first.is_null()
@@ -76,12 +83,20 @@ impl<V> Retired<V> {
 
 impl<V> Drop for Retired<V> {
     fn drop(&mut self) {
-        let first = (!self.first.is_null()).then_some(self.first);
-        for n in first.into_iter().chain(self.rest.iter().copied()) {
-            // SAFETY: each node came from `Node::alloc` (a Box), was unlinked by the update that
-            // retired it, is listed once, and the batch is dropped only after a grace period (or
-            // after every reader of a loom model has been joined), so no reader can hold it.
-            drop(unsafe { Box::from_raw(n) });
-        }
+        // Each node came from `Node::alloc` (a Box), was unlinked by the update that retired it
+        // (or never published), is listed once, and the batch is dropped only after a grace
+        // period (or after every reader of a loom model has been joined), so no reader can hold
+        // it.
+        let first = self.first;
+        // SAFETY: as above.
+        let _first = (!first.is_null()).then(|| unsafe { Box::from_raw(first) });
+        let rest: Vec<Box<Node<V>>> = std::mem::take(&mut self.rest)
+            .into_iter()
+            // SAFETY: as above.
+            .map(|n| unsafe { Box::from_raw(n) })
+            .collect();
+        // A `Vec` drops every element even if one's drop (a value's: the caller's code)
+        // panics, and `_first` is dropped while unwinding: a panicking value leaks no node.
+        drop(rest);
     }
 }

@@ -115,7 +115,9 @@ impl<V> RawTree<V> {
     /// The caller holds the writer lock (summaries are writer-only); `len > 0`.
     pub(crate) unsafe fn first_fit(&self, within: Interval, len: u64) -> Option<u64> {
         // Relaxed: the writer reads its own root.
-        first_fit_locked(self.root.load(Ordering::Relaxed), within, len)
+        let root = self.root.load(Ordering::Relaxed);
+        // SAFETY: forwarded from the caller; `root` is the tree's root.
+        unsafe { first_fit_locked(root, within, len) }
     }
 
     /// Checks the structural invariants and returns the number of nodes: BST order by start,

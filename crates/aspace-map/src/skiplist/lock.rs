@@ -20,6 +20,11 @@
 //! `lock_node` failure inside the walk cannot happen; it is handled anyway by releasing and
 //! restarting.
 //!
+//! Panic safety: the nodes a thread holds live in a [`HeldNodes`], which unlocks them on drop,
+//! so a panic between `lock_range` and the swap (the facade clones the remainders' values
+//! there: the caller's `Clone`) releases the range instead of leaving it LOCKED for ever. The
+//! swap consumes it: from its commit on, the locks are released by the protocol itself.
+//!
 //! Not for: the swap itself (`swap.rs`).
 
 use super::link::{pack, ptr, tag, Tag};
@@ -74,13 +79,53 @@ pub(crate) unsafe fn unlock_node<V>(node: *mut Node<V>) {
     link.store(pack(ptr::<V>(w), Tag::None), Ordering::Release);
 }
 
+/// Nodes held by the calling thread (the level-0 predecessor first, then every node
+/// overlapping the range, in order), unlocked on drop unless a swap consumed them.
+pub(crate) struct HeldNodes<V> {
+    nodes: Vec<*mut Node<V>>,
+}
+
+impl<V> HeldNodes<V> {
+    /// Takes over the locks of `nodes`.
+    ///
+    /// # Safety
+    /// The caller holds every node of `nodes` (locked by it, not yet released), and gives the
+    /// duty of releasing them to the returned value.
+    pub(crate) unsafe fn new(nodes: Vec<*mut Node<V>>) -> Self {
+        Self { nodes }
+    }
+
+    /// The nodes, without their locks: the caller now releases them (a swap does it by its
+    /// commit store and the INVALIDATED marks).
+    pub(crate) fn into_swapped(mut self) -> Vec<*mut Node<V>> {
+        std::mem::take(&mut self.nodes)
+    }
+}
+
+impl<V> std::ops::Deref for HeldNodes<V> {
+    type Target = [*mut Node<V>];
+    fn deref(&self) -> &[*mut Node<V>] {
+        &self.nodes
+    }
+}
+
+impl<V> Drop for HeldNodes<V> {
+    fn drop(&mut self) {
+        for &n in &self.nodes {
+            // SAFETY: held by us (`new`'s contract) and not released since (`into_swapped`
+            // empties the list); a held node is never retired by another thread, so it is alive.
+            unsafe { unlock_node(n) };
+        }
+    }
+}
+
 impl<V> RawSkipList<V> {
     /// Locks `[s, e)`: returns the locked nodes, the level-0 predecessor first, then every node
     /// overlapping the range in order.
     ///
     /// # Safety
     /// The caller keeps reachable nodes alive during the call (see `raw.rs`).
-    pub(crate) unsafe fn lock_range(&self, s: u64, e: u64) -> Vec<*mut Node<V>> {
+    pub(crate) unsafe fn lock_range(&self, s: u64, e: u64) -> HeldNodes<V> {
         let mut pos = Position::new();
         // SAFETY: precondition forwarded.
         unsafe { self.lock_range_at(s, e, &mut pos) }.0
@@ -98,7 +143,7 @@ impl<V> RawSkipList<V> {
         s: u64,
         e: u64,
         pos: &mut Position<V>,
-    ) -> (Vec<*mut Node<V>>, usize) {
+    ) -> (HeldNodes<V>, usize) {
         'restart: loop {
             let levels = self.levels();
             // SAFETY: precondition forwarded.
@@ -134,7 +179,8 @@ impl<V> RawSkipList<V> {
                 // SAFETY: a node we hold or reached from one; alive (held or per the precondition).
                 next = ptr(unsafe { (*node).load(0) });
             }
-            return (locked, levels);
+            // SAFETY: every node of `locked` was locked above by us and not released.
+            return (unsafe { HeldNodes::new(locked) }, levels);
         }
     }
 }

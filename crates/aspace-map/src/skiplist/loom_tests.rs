@@ -79,7 +79,7 @@ fn map(list: &RawSkipList<u64>, s: u64, e: u64, new: Vec<*mut Node<u64>>) -> Ret
     // SAFETY: nothing is freed while the model's threads run.
     unsafe {
         let locked = list.lock_range(s * P, e * P);
-        Retired(list.swap_locked(&locked, s * P, e * P, &new))
+        Retired(list.swap_locked(locked, s * P, e * P, &new))
     }
 }
 
@@ -92,7 +92,7 @@ fn map_fused(list: &RawSkipList<u64>, s: u64, e: u64, new: Vec<*mut Node<u64>>) 
     // SAFETY: nothing is freed while the model's threads run (so the hint's nodes stay alive).
     unsafe {
         let (locked, levels) = list.lock_range_at(s * P, e * P, &mut pos);
-        list.swap_locked_at(&locked, s * P, e * P, &new, Some((&pos, levels)));
+        let locked = list.swap_locked_at(locked, s * P, e * P, &new, Some((&pos, levels)));
         Retired(locked[1..].to_vec())
     }
 }
@@ -144,7 +144,7 @@ fn lock_vs_lock_on_overlapping_ranges() {
                     let locked = list.lock_range(s * P, e * P);
                     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                     inside.fetch_sub(1, Ordering::SeqCst);
-                    Retired(list.swap_locked(&locked, s * P, e * P, &[node(s, e, 1, v)]))
+                    Retired(list.swap_locked(locked, s * P, e * P, &[node(s, e, 1, v)]))
                 }
             })
         };

@@ -102,17 +102,62 @@ impl<V> Node<V> {
     /// # Safety
     /// `p` came from [`Node::alloc`], is freed once, and no thread can reach it any more.
     pub(crate) unsafe fn dealloc(p: *mut Self) {
-        // SAFETY: the caller owns `p` exclusively; it was initialised by `alloc`.
+        /// Frees the links and the memory, also when the value's drop (the caller's code)
+        /// panics.
+        struct Free<V>(*mut Node<V>);
+        impl<V> Drop for Free<V> {
+            fn drop(&mut self) {
+                let p = self.0;
+                // SAFETY: `p` is owned exclusively (the enclosing function's contract), its
+                // header and links are initialised, and it is freed once, here.
+                unsafe {
+                    let height = (*p).height as usize;
+                    let tower = ptr::addr_of_mut!((*p).tower) as *mut AtomicUsize;
+                    for i in 0..height {
+                        ptr::drop_in_place(tower.add(i));
+                    }
+                    dealloc(p as *mut u8, Node::<V>::layout(height));
+                }
+            }
+        }
+        let _free = Free(p);
+        // SAFETY: the caller owns `p` exclusively; it was initialised by `alloc`, with a value
+        // iff it is an interval node; the value is dropped once.
         unsafe {
-            let height = (*p).height as usize;
             if (*p).kind == Kind::Interval {
                 (*p).value.assume_init_drop();
             }
-            let tower = ptr::addr_of_mut!((*p).tower) as *mut AtomicUsize;
-            for i in 0..height {
-                ptr::drop_in_place(tower.add(i));
+        }
+    }
+
+    /// Frees every node of `batch` (as [`Node::dealloc`]) and empties it; if a value's drop
+    /// panics, the rest are still freed while unwinding (as a `Vec` drops its elements).
+    ///
+    /// # Safety
+    /// As [`Node::dealloc`], for each node.
+    pub(crate) unsafe fn dealloc_all(batch: &mut Vec<*mut Self>) {
+        /// Frees the nodes from `next` on when dropped (only while unwinding, or empty).
+        struct Rest<'a, V> {
+            batch: &'a mut Vec<*mut Node<V>>,
+            next: usize,
+        }
+        impl<V> Drop for Rest<'_, V> {
+            fn drop(&mut self) {
+                while self.next < self.batch.len() {
+                    let p = self.batch[self.next];
+                    self.next += 1;
+                    // SAFETY: the enclosing function's contract; each node once.
+                    unsafe { Node::dealloc(p) };
+                }
+                self.batch.clear();
             }
-            dealloc(p as *mut u8, Self::layout(height));
+        }
+        let mut rest = Rest { batch, next: 0 };
+        while rest.next < rest.batch.len() {
+            let p = rest.batch[rest.next];
+            rest.next += 1;
+            // SAFETY: the contract; each node once (`next` moved past it first).
+            unsafe { Node::dealloc(p) };
         }
     }
 

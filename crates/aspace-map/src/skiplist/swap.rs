@@ -33,7 +33,7 @@
 //! Not for: computing the new nodes (map's trimmed remainders, separators: the facade).
 
 use super::link::{pack, ptr, Tag};
-use super::lock::unlock_node;
+use super::lock::{unlock_node, HeldNodes};
 use super::node::{Node, MAX_HEIGHT};
 use super::raw::RawSkipList;
 use super::traverse::Position;
@@ -50,18 +50,19 @@ impl<V> RawSkipList<V> {
     /// nodes' span; the caller keeps reachable nodes alive (see `raw.rs`).
     pub(crate) unsafe fn swap_locked(
         &self,
-        locked: &[*mut Node<V>],
+        locked: HeldNodes<V>,
         s: u64,
         e: u64,
         new: &[*mut Node<V>],
     ) -> Vec<*mut Node<V>> {
         // SAFETY: precondition forwarded; no hint.
-        unsafe { self.swap_locked_at(locked, s, e, new, None) };
-        locked[1..].to_vec()
+        let mut locked = unsafe { self.swap_locked_at(locked, s, e, new, None) };
+        locked.remove(0);
+        locked
     }
 
-    /// `swap_locked` that returns nothing (the old nodes are `locked[1..]`, for the caller to
-    /// retire) and may skip step 3's `find`: `hint` is the `(pos, levels)` that
+    /// `swap_locked` that returns every node it was given (the old nodes are `[1..]`, for the
+    /// caller to retire) and may skip step 3's `find`: `hint` is the `(pos, levels)` that
     /// `lock_range_at` returned for these locks. When the hint covers every level of the old and
     /// new nodes, the old nodes' upper-level runs are unlinked by one CAS per level from the
     /// hinted predecessors (`unlink_old_runs`; any failure falls back to `find`), and the hinted
@@ -74,12 +75,14 @@ impl<V> RawSkipList<V> {
     /// nodes are alive and cannot be recycled, which excludes ABA on the level CASes).
     pub(crate) unsafe fn swap_locked_at(
         &self,
-        locked: &[*mut Node<V>],
+        locked: HeldNodes<V>,
         s: u64,
         e: u64,
         new: &[*mut Node<V>],
         hint: Option<(&Position<V>, usize)>,
-    ) {
+    ) -> Vec<*mut Node<V>> {
+        // From here on the protocol releases the locks (no caller code runs in a swap).
+        let locked = locked.into_swapped();
         let pred = locked[0];
         let old = &locked[1..];
         let mut old_maxh = 1;
@@ -169,6 +172,7 @@ impl<V> RawSkipList<V> {
             // SAFETY: born locked by us.
             unsafe { unlock_node(n) };
         }
+        locked
     }
 
     /// Step 3 without a traversal: at each level `1..old_maxh` (top-down) the old nodes linked
