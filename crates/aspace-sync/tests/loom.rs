@@ -224,12 +224,13 @@ fn loom_limit_counter_hands_units_over_with_happens_before_in_a_shared_slot() {
     semaphore(0, 2);
 }
 
-/// `held` is the true total: raised after a granted `try_add`; it must stay within the limit.
-fn add_tracked(counter: &LimitCounter, held: &AtomicU64, core: usize) -> bool {
-    let ok = counter.try_add(core, 1).is_ok();
+/// `held` is the true total: raised by `n` after a granted `try_add`; it must stay within the
+/// limit.
+fn add_tracked(counter: &LimitCounter, held: &AtomicU64, core: usize, n: u64) -> bool {
+    let ok = counter.try_add(core, n).is_ok();
     if ok {
         // Relaxed: a counter only; the assertion is about its own modification order.
-        let now = held.fetch_add(1, Relaxed) + 1;
+        let now = held.fetch_add(n, Relaxed) + n;
         assert!(now <= counter.limit(), "true total {now} passed the limit");
     }
     ok
@@ -243,18 +244,18 @@ fn loom_limit_counter_switch_to_direct_near_the_limit_refuses_nothing_it_can_gra
         let held = Arc::new(AtomicU64::new(0));
         // Setup: each core parks one unit of credit; 4 units held, global 6 (margin 2).
         for core in [0, 1, 0, 0] {
-            assert!(add_tracked(&counter, &held, core));
+            assert!(add_tracked(&counter, &held, core, 1));
         }
         assert!(!counter.is_direct(0) && !counter.is_direct(1));
         // Each core now uses its credit, and its next add must switch it to direct updates.
         // Together they ask for exactly what is left (4): every call must succeed.
         let (k2, h2) = (counter.clone(), held.clone());
         let t = thread::spawn(move || {
-            assert!(add_tracked(&k2, &h2, 0), "core 0 refused below the limit");
-            assert!(add_tracked(&k2, &h2, 0), "core 0 refused below the limit");
+            assert!(add_tracked(&k2, &h2, 0, 1), "core 0 refused below the limit");
+            assert!(add_tracked(&k2, &h2, 0, 1), "core 0 refused below the limit");
         });
-        assert!(add_tracked(&counter, &held, 1), "core 1 refused below the limit");
-        assert!(add_tracked(&counter, &held, 1), "core 1 refused below the limit");
+        assert!(add_tracked(&counter, &held, 1, 1), "core 1 refused below the limit");
+        assert!(add_tracked(&counter, &held, 1, 1), "core 1 refused below the limit");
         t.join().unwrap();
         assert!(counter.is_direct(0) && counter.is_direct(1));
         assert_eq!(counter.sum(), 8);
@@ -268,16 +269,17 @@ fn loom_limit_counter_switch_in_a_shared_slot_never_passes_the_limit() {
         // Limit 4, batch 1, two slots; both threads use slot 0, which holds one unit of credit.
         let counter = Arc::new(LimitCounter::with_batch(4, 2, 1));
         let held = Arc::new(AtomicU64::new(0));
-        assert!(add_tracked(&counter, &held, 0));
-        // They ask for 4 more, 3 are left: one thread's switch gives the shared credit back
-        // while the other may be taking it.
+        assert!(add_tracked(&counter, &held, 0, 1));
+        // One thread asks for 2: the credit (1) is too little and no reservation fits, so it
+        // switches the slot to direct updates and gives the credit back, while the other thread
+        // may be taking that same unit. Together they ask for 5 more; 3 are left.
         let (k2, h2) = (counter.clone(), held.clone());
         let t = thread::spawn(move || {
-            add_tracked(&k2, &h2, 0);
-            add_tracked(&k2, &h2, 2);
+            add_tracked(&k2, &h2, 0, 2);
+            add_tracked(&k2, &h2, 2, 1);
         });
-        add_tracked(&counter, &held, 2);
-        add_tracked(&counter, &held, 0);
+        add_tracked(&counter, &held, 2, 1);
+        add_tracked(&counter, &held, 0, 1);
         t.join().unwrap();
         assert_eq!(counter.sum(), held.load(Relaxed), "final sum is exact");
     });
