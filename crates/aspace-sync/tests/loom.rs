@@ -251,11 +251,23 @@ fn loom_limit_counter_switch_to_direct_near_the_limit_refuses_nothing_it_can_gra
         // Together they ask for exactly what is left (4): every call must succeed.
         let (k2, h2) = (counter.clone(), held.clone());
         let t = thread::spawn(move || {
-            assert!(add_tracked(&k2, &h2, 0, 1), "core 0 refused below the limit");
-            assert!(add_tracked(&k2, &h2, 0, 1), "core 0 refused below the limit");
+            assert!(
+                add_tracked(&k2, &h2, 0, 1),
+                "core 0 refused below the limit"
+            );
+            assert!(
+                add_tracked(&k2, &h2, 0, 1),
+                "core 0 refused below the limit"
+            );
         });
-        assert!(add_tracked(&counter, &held, 1, 1), "core 1 refused below the limit");
-        assert!(add_tracked(&counter, &held, 1, 1), "core 1 refused below the limit");
+        assert!(
+            add_tracked(&counter, &held, 1, 1),
+            "core 1 refused below the limit"
+        );
+        assert!(
+            add_tracked(&counter, &held, 1, 1),
+            "core 1 refused below the limit"
+        );
         t.join().unwrap();
         assert!(counter.is_direct(0) && counter.is_direct(1));
         assert_eq!(counter.sum(), 8);
