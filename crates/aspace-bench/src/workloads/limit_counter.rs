@@ -143,6 +143,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// (That every design completes operations is `tests/smoke.rs`'s check.)
     #[test]
     fn every_design_runs_near_and_far_without_refusals_and_counts_exactly() {
         let config = Config {
@@ -152,7 +153,6 @@ mod tests {
         for w in [&LIMIT_COUNTER, &LIMIT_COUNTER_NEAR] {
             for design in DESIGNS {
                 let s = w.run(design, 2, &config).unwrap();
-                assert!(s.ops_per_sec > 0.0, "{} {design}", w.name());
                 assert_eq!(s.extra["refusals"], 0.0, "{} {design}", w.name());
                 assert_eq!(s.extra["sum_error"], 0.0, "{} {design}", w.name());
             }
