@@ -2,8 +2,8 @@
 //! benchmark baseline for [`LimitCounter`](crate::LimitCounter).
 //!
 //! `try_add` is a CAS loop that refuses to pass the limit; `sub` is one `fetch_sub`. Exact and
-//! simple, but every update of every core writes the same cache line (SOSP'25 §3.5's bottleneck,
-//! and the `interval-atomic-counter` breakdown of its Fig. 14).
+//! simple, but every update of every core writes the same cache line: the bottleneck SOSP'25
+//! §3.5 describes once the other scalability problems are solved.
 //!
 //! Orderings: units a `sub` frees (`Release` `fetch_sub`) are taken by a later `try_add`'s
 //! `Acquire` CAS, as in `limit_counter.rs`.

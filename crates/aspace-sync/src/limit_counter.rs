@@ -40,10 +40,13 @@
 //!   leaves a margin of at least `2 × batch × cores` (twice the switch threshold, so that a core
 //!   near the boundary does not flap between the modes).
 //!
-//! Under concurrency a `try_add` can still be refused while the true total is below the limit:
-//! while another thread has units in flight (reserved but not yet credited, or taken from a
-//! credit but not yet given back). The margin rule keeps this rare: credit is only reserved
-//! while at least `batch × cores` units stay free, so near the limit no core reserves at all.
+//! Under concurrency a `try_add` can still be refused while the true total is below the limit,
+//! when another thread moves units at the same time: units in flight (reserved but not yet
+//! credited, or taken from a credit but not yet given back), or credit reserved or parked by a
+//! `sub` after step (4) passed that slot. The margin rule keeps this rare: credit is only
+//! reserved while at least `batch × cores` units stay free, so near the limit no core reserves at
+//! all (the loom model `loom_limit_counter_switch_to_direct_near_the_limit_refuses_nothing_it_can_grant`
+//! fails without it).
 //!
 //! # Orderings
 //! Units move between owners (free, a slot's credit, a caller, a thread moving them), and each
