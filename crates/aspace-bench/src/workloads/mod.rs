@@ -14,6 +14,7 @@ pub mod ds_map;
 pub mod ds_query;
 pub mod fault_load;
 pub mod global;
+pub mod limit_counter;
 pub mod list;
 pub mod local;
 pub mod pipeline;
@@ -36,6 +37,8 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &ds_alloc::DsAlloc,
         &ds_map::DsMap,
         &readers_writers::ReadersWriters,
+        &limit_counter::LIMIT_COUNTER,
+        &limit_counter::LIMIT_COUNTER_NEAR,
         &vm::Vm(alloc::Alloc),
         &vm::Vm(alloc_fault_modify::AllocFaultModify),
         &vm::Vm(local::Local),

@@ -1,0 +1,298 @@
+//! loom models of the hybrid-granular lock and the limit counter (run with `RUSTFLAGS="--cfg
+//! loom"`; every test is named `loom_*` so that `cargo test --tests loom` selects them).
+//!
+//! The real `HybridLock` and `LimitCounter` run against loom atomics through the crate's `sync`
+//! shim. Models have two threads and a few operations; CI runs them with
+//! `LOOM_MAX_PREEMPTIONS=2`.
+//!
+//! - Lock pairs that must exclude: each thread holds its mode and touches a loom `UnsafeCell`,
+//!   writing it in a write mode and reading it in a read mode. If both were inside at once, or
+//!   the second entered without happening-after the first's release, loom reports the race.
+//! - Lock pairs that must coexist: each thread, holding its mode, raises its flag and waits for
+//!   the other's. If the lock excluded them, the waiting never ends and loom gives up on the
+//!   execution (its branch limit), failing the model.
+//! - The counter: with limit 1 it is a semaphore, so the same `UnsafeCell` check shows that
+//!   units change hands with happens-before (its Acquire/Release pairs); near the limit, the
+//!   switch to direct updates must neither pass the limit nor refuse what it can grant.
+#![cfg(loom)]
+
+use aspace_sync::{Counter, HybridLock, LimitCounter};
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicBool, AtomicU64};
+use loom::sync::Arc;
+use loom::thread;
+use std::sync::atomic::Ordering::Relaxed;
+
+// ---------------------------------------------------------------------------------------------
+// HybridLock
+// ---------------------------------------------------------------------------------------------
+
+/// A mode and, for local modes, the core.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Gr,
+    Gw,
+    Lr(usize),
+    Lw(usize),
+}
+
+impl Mode {
+    fn writes(self) -> bool {
+        matches!(self, Mode::Gw | Mode::Lw(_))
+    }
+}
+
+/// Holds `mode` on `lock` while `f` runs.
+fn holding<R>(lock: &HybridLock, mode: Mode, f: impl FnOnce() -> R) -> R {
+    match mode {
+        Mode::Gr => {
+            let _g = lock.gr();
+            f()
+        }
+        Mode::Gw => {
+            let _g = lock.gw();
+            f()
+        }
+        Mode::Lr(core) => {
+            let _g = lock.lr(core);
+            f()
+        }
+        Mode::Lw(core) => {
+            let _g = lock.lw(core);
+            f()
+        }
+    }
+}
+
+/// Reads the cell in a read mode, increments it in a write mode.
+fn touch(cell: &UnsafeCell<usize>, mode: Mode) {
+    if mode.writes() {
+        // SAFETY: the mode excludes every other holder that touches the cell (what the model
+        // checks; loom reports the access if it does not).
+        cell.with_mut(|p| unsafe { *p += 1 });
+    } else {
+        // SAFETY: as above, for readers against writers.
+        cell.with(|p| unsafe { std::ptr::read(p) });
+    }
+}
+
+/// Two per-core locks; one thread holds `a`, the other `b`, both touch one cell. Run with the
+/// modes both ways round: loom's preemption bound makes the spawned thread's head start cheaper
+/// to explore than the main thread's.
+fn must_exclude(a: Mode, b: Mode) {
+    exclude_model(a, b);
+    exclude_model(b, a);
+}
+
+fn exclude_model(a: Mode, b: Mode) {
+    loom::model(move || {
+        let lock = Arc::new(HybridLock::new(2));
+        let cell = Arc::new(UnsafeCell::new(0usize));
+        let (l2, c2) = (lock.clone(), cell.clone());
+        let t = thread::spawn(move || holding(&l2, a, || touch(&c2, a)));
+        holding(&lock, b, || touch(&cell, b));
+        t.join().unwrap();
+    });
+}
+
+/// Two per-core locks; one thread holds `a`, the other `b`, and each waits inside for the other.
+fn must_coexist(a: Mode, b: Mode) {
+    loom::model(move || {
+        let lock = Arc::new(HybridLock::new(2));
+        let inside = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let meet = |lock: &HybridLock, inside: &[AtomicBool; 2], me: usize, mode: Mode| {
+            holding(lock, mode, || {
+                // Relaxed: a rendezvous flag only; it orders no data.
+                inside[me].store(true, Relaxed);
+                while !inside[1 - me].load(Relaxed) {
+                    thread::yield_now();
+                }
+            });
+        };
+        let (l2, i2) = (lock.clone(), inside.clone());
+        let t = thread::spawn(move || meet(&l2, &i2, 0, a));
+        meet(&lock, &inside, 1, b);
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_hybrid_gw_excludes_gr() {
+    must_exclude(Mode::Gw, Mode::Gr);
+}
+
+#[test]
+fn loom_hybrid_gw_excludes_gw() {
+    must_exclude(Mode::Gw, Mode::Gw);
+}
+
+#[test]
+fn loom_hybrid_gw_excludes_lr() {
+    must_exclude(Mode::Gw, Mode::Lr(0));
+}
+
+#[test]
+fn loom_hybrid_gw_excludes_lw() {
+    must_exclude(Mode::Gw, Mode::Lw(1));
+}
+
+#[test]
+fn loom_hybrid_gr_excludes_lw() {
+    must_exclude(Mode::Gr, Mode::Lw(1));
+}
+
+#[test]
+fn loom_hybrid_lw_excludes_lw_on_the_same_core() {
+    must_exclude(Mode::Lw(1), Mode::Lw(1));
+}
+
+#[test]
+fn loom_hybrid_lw_excludes_lr_on_the_same_core() {
+    must_exclude(Mode::Lw(0), Mode::Lr(0));
+}
+
+#[test]
+fn loom_hybrid_lw_excludes_lw_of_a_core_in_the_same_group() {
+    // Two locks: cores 0 and 2 share lock 0.
+    must_exclude(Mode::Lw(0), Mode::Lw(2));
+}
+
+#[test]
+fn loom_hybrid_lr_and_lr_coexist_on_the_same_core() {
+    must_coexist(Mode::Lr(0), Mode::Lr(0));
+}
+
+#[test]
+fn loom_hybrid_lr_and_lr_coexist_on_different_cores() {
+    must_coexist(Mode::Lr(0), Mode::Lr(1));
+}
+
+#[test]
+fn loom_hybrid_lw_and_lw_coexist_on_different_cores() {
+    must_coexist(Mode::Lw(0), Mode::Lw(1));
+}
+
+#[test]
+fn loom_hybrid_lr_and_lw_coexist_on_different_cores() {
+    must_coexist(Mode::Lr(0), Mode::Lw(1));
+}
+
+#[test]
+fn loom_hybrid_gr_and_lr_coexist() {
+    must_coexist(Mode::Gr, Mode::Lr(1));
+}
+
+#[test]
+fn loom_hybrid_gr_and_gr_coexist() {
+    must_coexist(Mode::Gr, Mode::Gr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LimitCounter
+// ---------------------------------------------------------------------------------------------
+
+/// Limit 1: the counter is a semaphore. Each thread that gets the unit writes the cell and gives
+/// the unit back; loom reports the write if the unit's hand-over lacks happens-before.
+fn semaphore(core_a: usize, core_b: usize) {
+    loom::model(move || {
+        // Batch 1 / 2 / 16 = 0: every update goes through the global counter, and `sub` parks the
+        // unit as credit for a moment before giving it back.
+        let counter = Arc::new(LimitCounter::new(1, 2));
+        let cell = Arc::new(UnsafeCell::new(0usize));
+        let critical = |counter: &LimitCounter, cell: &UnsafeCell<usize>, core: usize| {
+            if counter.try_add(core, 1).is_ok() {
+                // SAFETY: the one unit is held: no other thread is here (what the model checks).
+                cell.with_mut(|p| unsafe { *p += 1 });
+                counter.sub(core, 1);
+            }
+        };
+        let (k2, c2) = (counter.clone(), cell.clone());
+        let t = thread::spawn(move || critical(&k2, &c2, core_a));
+        critical(&counter, &cell, core_b);
+        t.join().unwrap();
+        assert_eq!(counter.sum(), 0);
+    });
+}
+
+#[test]
+fn loom_limit_counter_hands_units_over_with_happens_before() {
+    semaphore(0, 1);
+}
+
+#[test]
+fn loom_limit_counter_hands_units_over_with_happens_before_in_a_shared_slot() {
+    semaphore(0, 2);
+}
+
+/// `held` is the true total: raised by `n` after a granted `try_add`; it must stay within the
+/// limit.
+fn add_tracked(counter: &LimitCounter, held: &AtomicU64, core: usize, n: u64) -> bool {
+    let ok = counter.try_add(core, n).is_ok();
+    if ok {
+        // Relaxed: a counter only; the assertion is about its own modification order.
+        let now = held.fetch_add(n, Relaxed) + n;
+        assert!(now <= counter.limit(), "true total {now} passed the limit");
+    }
+    ok
+}
+
+#[test]
+fn loom_limit_counter_switch_to_direct_near_the_limit_refuses_nothing_it_can_grant() {
+    loom::model(|| {
+        // Limit 8, two cores, batch 1: reservations must leave a margin of 2.
+        let counter = Arc::new(LimitCounter::with_batch(8, 2, 1));
+        let held = Arc::new(AtomicU64::new(0));
+        // Setup: each core parks one unit of credit; 4 units held, global 6 (margin 2).
+        for core in [0, 1, 0, 0] {
+            assert!(add_tracked(&counter, &held, core, 1));
+        }
+        assert!(!counter.is_direct(0) && !counter.is_direct(1));
+        // Each core now uses its credit, and its next add must switch it to direct updates.
+        // Together they ask for exactly what is left (4): every call must succeed.
+        let (k2, h2) = (counter.clone(), held.clone());
+        let t = thread::spawn(move || {
+            assert!(
+                add_tracked(&k2, &h2, 0, 1),
+                "core 0 refused below the limit"
+            );
+            assert!(
+                add_tracked(&k2, &h2, 0, 1),
+                "core 0 refused below the limit"
+            );
+        });
+        assert!(
+            add_tracked(&counter, &held, 1, 1),
+            "core 1 refused below the limit"
+        );
+        assert!(
+            add_tracked(&counter, &held, 1, 1),
+            "core 1 refused below the limit"
+        );
+        t.join().unwrap();
+        assert!(counter.is_direct(0) && counter.is_direct(1));
+        assert_eq!(counter.sum(), 8);
+        assert!(counter.try_add(0, 1).is_err());
+    });
+}
+
+#[test]
+fn loom_limit_counter_switch_in_a_shared_slot_never_passes_the_limit() {
+    loom::model(|| {
+        // Limit 4, batch 1, two slots; both threads use slot 0, which holds one unit of credit.
+        let counter = Arc::new(LimitCounter::with_batch(4, 2, 1));
+        let held = Arc::new(AtomicU64::new(0));
+        assert!(add_tracked(&counter, &held, 0, 1));
+        // One thread asks for 2: the credit (1) is too little and no reservation fits, so it
+        // switches the slot to direct updates and gives the credit back, while the other thread
+        // may be taking that same unit. Together they ask for 5 more; 3 are left.
+        let (k2, h2) = (counter.clone(), held.clone());
+        let t = thread::spawn(move || {
+            add_tracked(&k2, &h2, 0, 2);
+            add_tracked(&k2, &h2, 2, 1);
+        });
+        add_tracked(&counter, &held, 2, 1);
+        add_tracked(&counter, &held, 0, 1);
+        t.join().unwrap();
+        assert_eq!(counter.sum(), held.load(Relaxed), "final sum is exact");
+    });
+}
