@@ -51,8 +51,8 @@
 //! frame: after the PTE is cleared and the shootdown returned (`shootdown.rs`). Every
 //! dereference of a frame pointer elsewhere is justified by that protocol.
 //!
-//! Paper: DESIGN §6 "Frames"; per-core free-frame caches refilled in batches are the usual
-//! per-CPU page lists (Linux's pcp lists; RadixVM §4 allocates physical pages per core).
+//! Per-core free-frame caches refilled in batches are the usual per-CPU page lists (Linux's
+//! pcp lists; RadixVM, EuroSys'13, §4 allocates physical pages per core).
 //!
 //! The pool's atomics are `std`'s in both builds (`--cfg loom` included): a bump index and
 //! statistics counters whose correctness rests on RMW uniqueness and on the callers'
