@@ -75,7 +75,7 @@ fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
             let _stop = StopOnDrop(stop);
             let mut buf = vec![0u8; B_LEN as usize];
             let mut zaps = 0u64;
-            let result = loop {
+            loop {
                 if zaps >= ITERATIONS && writes.load(Ordering::Relaxed) >= MIN_WRITES
                     || started.elapsed() > MAX_RUN
                 {
@@ -114,8 +114,7 @@ fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
                 if let Some(msg) = bad {
                     break Err(msg);
                 }
-            };
-            result
+            }
         });
         zapper.join().expect("zapper panicked")
     });

@@ -70,7 +70,7 @@ fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame() {
             let _stop = StopOnDrop(stop);
             let mut buf = vec![0u8; LEN as usize];
             let mut zaps = 0u64;
-            let result = loop {
+            loop {
                 if zaps >= ITERATIONS && writes.load(Ordering::Relaxed) >= MIN_WRITES
                     || started.elapsed() > MAX_RUN
                 {
@@ -106,8 +106,7 @@ fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame() {
                 if let Some(msg) = bad {
                     break Err(msg);
                 }
-            };
-            result
+            }
         });
         zapper.join().expect("zapper panicked")
     });
