@@ -51,8 +51,8 @@
 //! frame: after the PTE is cleared and the shootdown returned (`shootdown.rs`). Every
 //! dereference of a frame pointer elsewhere is justified by that protocol.
 //!
-//! Paper: DESIGN §6 "Frames"; per-core free-frame caches refilled in batches are the usual
-//! per-CPU page lists (Linux's pcp lists; RadixVM §4 allocates physical pages per core).
+//! Per-core free-frame caches refilled in batches are the usual per-CPU page lists (Linux's
+//! pcp lists; RadixVM, EuroSys'13, §4 allocates physical pages per core).
 //!
 //! The pool's atomics are `std`'s in both builds (`--cfg loom` included): a bump index and
 //! statistics counters whose correctness rests on RMW uniqueness and on the callers'
@@ -269,6 +269,10 @@ impl FrameCache {
     /// the never-used frames are all empty; other cores' caches are not raided).
     #[inline]
     pub(crate) fn alloc(&mut self, pool: &FramePool) -> Option<Frame> {
+        #[cfg(all(test, not(loom)))]
+        if inject::alloc_fails() {
+            return None;
+        }
         if self.frames.is_empty() && !self.refill(pool) {
             return None;
         }
@@ -365,6 +369,43 @@ fn zero(pool: &FramePool, f: Frame) {
     // other access to these bytes runs concurrently.
     unsafe { std::ptr::write_bytes(pool.ptr(f), 0, PAGE_SIZE as usize) };
 }
+
+/// Fault injection for tests: makes the N-th next [`FrameCache::alloc`] on the calling thread
+/// answer `None` as an exhausted pool does (the cache and the pool are left untouched), so that
+/// every caller's out-of-memory path can be tested without exhausting memory. Per thread, so
+/// tests running in parallel do not disturb each other.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod inject {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Allocations left before the failing one (`0`: no failure armed).
+        static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Arms a failure of this thread's `n`-th next frame allocation (`n >= 1`; `0` disarms).
+    pub(crate) fn fail_nth_frame_alloc(n: u64) {
+        COUNTDOWN.with(|c| c.set(n));
+    }
+
+    /// Whether this allocation is the armed failure (disarming it).
+    pub(super) fn alloc_fails() -> bool {
+        COUNTDOWN.with(|c| match c.get() {
+            0 => false,
+            1 => {
+                c.set(0);
+                true
+            }
+            n => {
+                c.set(n - 1);
+                false
+            }
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod fault_injection_tests;
 
 #[cfg(all(test, not(loom)))]
 mod tests {

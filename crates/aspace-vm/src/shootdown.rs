@@ -1,7 +1,7 @@
 //! TLB shootdown: the protocol that makes "unmapped" mean unmapped for every core's soft TLB.
 //!
-//! This is the crate's written shootdown contract (DESIGN §6, "Shootdown"; RadixVM EuroSys'13
-//! §3.3-3.4 for the targeted variant): **before `munmap`, an `mprotect` that removes rights, or
+//! This is the crate's written shootdown contract (RadixVM, EuroSys'13, §3.3-3.4 for the
+//! targeted variant): **before `munmap`, an `mprotect` that removes rights, or
 //! `madvise(DONTNEED)` returns, and before any frame it took away is reused, no core can use a
 //! stale translation**: no access that is still running may be using it, and no access that
 //! starts later can find it in a TLB or in the page tables.
@@ -90,14 +90,14 @@
 //!
 //! `begin_access` is one store, one fence and one load on the core's own cache line (plus a
 //! relaxed load of its own counter); `end_access` is one load and one store. On x86-64 the fence
-//! is a `lock or` (measured on this machine's AMD EPYC: 2.0 ns per begin+end pair against 1.4 ns
-//! with a compiler-only fence). The alternative that aspace-rcu uses — a compiler fence on the
-//! core side and `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` in the shooter between the bumps
-//! and the `access` loads (the forced barrier splits each core's program at a point that plays
-//! F2's role, exactly as in aspace-rcu's memb flavor) — would be correct, but it moves the cost
-//! to every shootdown: 347 ns per `membarrier` with no other thread running, 5-10 µs with one
-//! other running thread (same machine), against one shootdown per `munmap` in the `local`
-//! workload whose whole budget is ~560 ns. The fence stays.
+//! is a `lock or`, which costs a little more than a compiler-only fence on every access. The
+//! alternative that aspace-rcu uses — a compiler fence on the core side and
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` in the shooter between the bumps and the
+//! `access` loads (the forced barrier splits each core's program at a point that plays F2's
+//! role, exactly as in aspace-rcu's memb flavor) — would be correct, but it moves the cost to
+//! every shootdown: a `membarrier` system call costs hundreds of nanoseconds on an idle machine
+//! and microseconds once other threads run, against one shootdown per `munmap` in workloads whose
+//! whole `munmap` costs well under a microsecond. The fence stays.
 //!
 //! # Targets
 //!
@@ -108,6 +108,9 @@
 //! record: a core left out of the set must not hold the translation in its TLB, and any access it
 //! begins must either see the cleared PTEs or be recorded (the registration argument above covers
 //! only `All`).
+//! The loom models check that a targeted shooter waits for a target inside an access (also one
+//! in the second bitmap word), neither waits for nor flushes a non-target, and that the target's
+//! next access flushes.
 //!
 //! # Preconditions (checked in debug builds where cheap)
 //!

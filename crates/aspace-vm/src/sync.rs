@@ -1,7 +1,7 @@
 //! Synchronization shim: `loom` primitives under `--cfg loom`, `std` ones otherwise.
 //!
-//! Every atomic, fence and cell that a concurrent protocol of this crate uses (the shootdown
-//! slots, and whatever page-table or frame code wants model-checked) is imported from here, so
+//! Every atomic, fence, mutex and cell that a concurrent protocol of this crate uses (the
+//! shootdown slots, the page-table entries and table pools) is imported from here, so
 //! the very code that runs is what the loom models check (crossbeam's `primitive` module does
 //! the same). Unlike `aspace-rcu`'s shim there is no deliberate difference between the two
 //! builds: the shootdown protocol uses a real `fence(SeqCst)` on the core side rather than a
@@ -11,13 +11,40 @@
 //!
 //! Loom types may only be used inside `loom::model`; under `--cfg loom` only the loom models
 //! construct the structures that use them. Not for: statistics counters (always
-//! `std::sync::atomic`, relaxed, never part of a protocol) or the writer locks (`parking_lot`,
-//! never part of a loom model).
+//! `std::sync::atomic`, relaxed, never part of a protocol) or the space's writer locks
+//! (`parking_lot`, never part of a loom model).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// A mutex with `parking_lot`'s API (`lock()` returns the guard, no poisoning): `parking_lot`'s
+/// own in the real build, loom's (so that the model schedules around it) under `--cfg loom`.
+#[cfg(not(loom))]
+pub(crate) use parking_lot::Mutex;
+
+/// The loom half of the [`Mutex`] shim.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+#[cfg(loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    /// Locks it (a panic while it was held does not poison it, as with `parking_lot`).
+    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The value, through exclusive access.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// Threads, for tests that run the same code under std and loom.
 #[cfg(loom)]

@@ -23,7 +23,25 @@
 //!   bumping both) and then read the other's page, so each shooter may have to wait for the
 //!   other core's access, and each checks its own munmap took effect for itself;
 //! - `loom_registration_races_a_shootdown`: a core registers concurrently with a shootdown and
-//!   then accesses through a page-table walk (the F1/F2 registration argument).
+//!   then accesses through a page-table walk (the F1/F2 registration argument);
+//! - `loom_detach_racing_a_shootdown_orders_the_last_access_before_reuse`: a core with a cached
+//!   entry does one last access and unregisters while a shooter munmaps its page; a shooter that
+//!   reads the core's bit cleared does not wait, so only `unregister`'s Release (read by the
+//!   shooter's Acquire bitmap load) orders the core's last frame read before the reuse.
+//!   Mutation caught: `unregister`'s `fetch_and` Relaxed (loom reports the frame read racing
+//!   the reuse write);
+//! - `loom_targeted_shooter_waits_for_its_target_and_the_target_flushes`: `Targets::Cores` with
+//!   the target in the second bitmap word (64 idle non-target cores before it) and a cached
+//!   entry, accessing while the shooter munmaps. Mutations caught: the wait loop skipped for
+//!   targeted shootdowns (data race on the frame), the request bump skipped for them (the
+//!   target keeps its entry: reads the reused frame), `CoreSet::word` answering word 0 for
+//!   every word (the target is never bumped nor waited for);
+//! - `loom_targeted_shooter_neither_waits_for_nor_flushes_a_non_target`: a non-target core stays
+//!   inside one access until the targeted shootdown returned (a shooter that waited for it would
+//!   never return: loom reports the endless wait), and neither that access nor its next one
+//!   flushes, while the idle target flushes at its next access. Mutations caught:
+//!   `Targets::word` answering all cores for `Cores` (the shooter waits forever), the bump
+//!   skipped for targeted shootdowns (the target does not flush).
 //!
 //! Not modelled: two shooters waiting for a *third* thread's access at the same time. Loom makes
 //! the thread choice after a `yield_now` free of preemption cost, so two spinners can hand the
@@ -35,7 +53,7 @@
 //! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release -p aspace-vm --lib loom`.
 
-use super::{CoreId, Shootdown, Targets};
+use super::{CoreId, CoreSet, Shootdown, Targets};
 use crate::tlb::Tlb;
 use crate::types::{Access, Prot, PAGE_SIZE};
 use loom::cell::UnsafeCell;
@@ -95,10 +113,15 @@ impl World {
 
     /// munmap of page `i` by a shooter outside any access.
     fn munmap(&self, i: usize) {
+        self.munmap_targeted(i, Targets::All);
+    }
+
+    /// munmap of page `i` by a shooter outside any access, shooting down `targets`.
+    fn munmap_targeted(&self, i: usize, targets: Targets<'_>) {
         let p = &self.pages[i];
         // Release: as the page tables clear entries (stand-in for `clear_range`).
         p.pte.store(0, Ordering::Release);
-        self.sd.shootdown(Targets::All);
+        self.sd.shootdown(targets);
         // The frame's reuse: must not race with any core's read.
         p.frame.with_mut(|x| {
             // SAFETY: loom checks that no read of this cell is concurrent with this write.
@@ -269,5 +292,109 @@ fn loom_registration_races_a_shootdown() {
         core.access(&w, &[0]);
         shooter.join().unwrap();
         w.sd.unregister(core.id);
+    });
+}
+
+#[test]
+fn loom_detach_racing_a_shootdown_orders_the_last_access_before_reuse() {
+    model(|| {
+        let w = World::new(2, 1);
+        let mut core = Core::register(&w);
+        core.prefill(&w, 0);
+        let detaching = {
+            let w = w.clone();
+            thread::spawn(move || {
+                // The core's last access (through its cached entry), then detach.
+                core.access(&w, &[0]);
+                w.sd.unregister(core.id);
+            })
+        };
+        w.munmap(0);
+        detaching.join().unwrap();
+        assert_eq!(w.sd.cores(), 0);
+    });
+}
+
+#[test]
+fn loom_targeted_shooter_waits_for_its_target_and_the_target_flushes() {
+    model(|| {
+        let w = World::new(65, 1);
+        // 64 registered, idle, non-target cores fill the first bitmap word.
+        let idle: Vec<CoreId> = (0..64).map(|_| w.sd.register().unwrap()).collect();
+        let mut core = Core::register(&w);
+        assert_eq!(
+            core.id.index(),
+            64,
+            "the target sits in the second bitmap word"
+        );
+        core.prefill(&w, 0);
+        let shooter = {
+            let w = w.clone();
+            let mut set = CoreSet::new();
+            set.insert(core.id);
+            thread::spawn(move || w.munmap_targeted(0, Targets::Cores(&set)))
+        };
+        for _ in 0..2 {
+            core.access(&w, &[0]);
+        }
+        shooter.join().unwrap();
+        // After the munmap returned, the target faults (it flushed and walked the cleared PTE).
+        assert_eq!(core.access(&w, &[0]), vec![None]);
+        assert_eq!(w.sd.received(), 1, "only the target flushed, once");
+        for id in idle {
+            assert_eq!(w.sd.current_request(id), 0, "a non-target was bumped");
+            w.sd.unregister(id);
+        }
+    });
+}
+
+#[test]
+fn loom_targeted_shooter_neither_waits_for_nor_flushes_a_non_target() {
+    model(|| {
+        let w = World::new(2, 2);
+        let mut other = Core::register(&w);
+        let mut target = Core::register(&w);
+        other.prefill(&w, 1);
+        target.prefill(&w, 0);
+        let done = Arc::new(AtomicBool::new(false));
+        let shooter = {
+            let (w, done) = (w.clone(), done.clone());
+            let mut set = CoreSet::new();
+            set.insert(target.id);
+            thread::spawn(move || {
+                w.pages[0].pte.store(0, Ordering::Release);
+                let waited = w.sd.shootdown(Targets::Cores(&set));
+                // Release: pairs with the non-target's Acquire load below.
+                done.store(true, Ordering::Release);
+                waited
+            })
+        };
+        // The non-target enters an access and stays inside until the shootdown returned.
+        assert!(!w.sd.begin_access(other.id, &mut other.seen, &mut other.tlb));
+        // Acquire: pairs with the shooter's Release store after `shootdown` returned.
+        while !done.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        assert!(
+            other.tlb.lookup(World::va(1), Access::Read).is_some(),
+            "a non-target's entry survives"
+        );
+        w.sd.end_access(other.id);
+        assert_eq!(
+            shooter.join().unwrap(),
+            0,
+            "waited for a non-target or an idle target"
+        );
+        assert!(
+            !w.sd.begin_access(other.id, &mut other.seen, &mut other.tlb),
+            "a non-target was asked to flush"
+        );
+        w.sd.end_access(other.id);
+        assert!(
+            w.sd.begin_access(target.id, &mut target.seen, &mut target.tlb),
+            "the target flushes at its next access"
+        );
+        assert_eq!(target.tlb.lookup(World::va(0), Access::Read), None);
+        w.sd.end_access(target.id);
     });
 }

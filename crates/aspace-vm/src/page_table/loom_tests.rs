@@ -1,0 +1,86 @@
+//! Loom model of page-table reclamation (`--cfg loom`), on the real `PageTables` and the real
+//! `aspace_rcu` domain (whose grace periods run on loom atomics through its own shim).
+//!
+//! The race (Bonsai, ASPLOS'12 §4.2: a page directory freed under a concurrent walk): page `A`
+//! is mapped to frame `X`. A walker, inside an RCU read section as the access path walks,
+//! looks `A` up. Concurrently the writer munmaps `A` as a design does: `clear_range`, then
+//! `free_tables` of the whole (now empty) space, which unlinks `A`'s level-3, level-2 and leaf
+//! tables and retires them through the domain; `barrier()` lets the grace period pass and the
+//! retire callback run; then the writer maps `B` to frame `Y`. `B` lies one root entry above
+//! `A` (`B = A + 2^39`), so its indices at levels 3, 2 and 1 equal `A`'s, and the pools (LIFO,
+//! one table per level) hand `B` exactly the three tables `A` used: a walker still inside `A`'s
+//! old level-3 table would follow `B`'s entries down to `Y`.
+//!
+//! Checked: the walker answers `None` or `A -> X`, never `Y` (a translation from a reused table
+//! for its old address), and `B` really reused the tables (no table allocated for it), so the
+//! model cannot pass vacuously.
+//!
+//! Mutation that must fail (tried): `TablePool::retire` calling `pool.recycle(batch)` at once
+//! instead of through `domain.call` (tables pooled without a grace period): loom finds the walker
+//! that loaded the root entry before the unlink and read `B`'s entries after the reuse.
+//!
+//! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
+//! --release -p aspace-vm --lib loom`.
+
+use super::PageTables;
+use crate::frames::Frame;
+use crate::types::{Prot, PAGE_SIZE};
+use loom::thread;
+use std::sync::Arc;
+
+/// Root index 0, level-3/2 indices 0, leaf index 1.
+const A: u64 = PAGE_SIZE;
+/// Root index 1, every other index equal to `A`'s.
+const B: u64 = A + (1 << 39);
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b.max_branches = 20_000;
+    b.check(f);
+}
+
+#[test]
+fn loom_walker_never_returns_a_translation_from_a_reused_table() {
+    model(|| {
+        let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
+        let pt = Arc::new(PageTables::new());
+        let (x, y) = (Frame::from_index(1), Frame::from_index(2));
+        pt.fill(A, Prot::READ, || Some(x)).unwrap();
+        assert_eq!(pt.table_count(), 4);
+        let tables_allocated = pt.allocated_tables();
+        let reader = domain.register();
+        let walker = {
+            let pt = Arc::clone(&pt);
+            thread::spawn(move || {
+                let _guard = reader.read();
+                if let Some(pte) = pt.lookup(A) {
+                    assert_eq!(
+                        pte.frame(),
+                        x,
+                        "a walker returned a translation from a reused table for its old address"
+                    );
+                }
+            })
+        };
+        // munmap(A): clear, free the tables of the empty space, let the grace period pass.
+        let mut freed = Vec::new();
+        pt.clear_range(A..A + PAGE_SIZE, &mut freed);
+        assert_eq!(freed, vec![x]);
+        pt.free_tables(0..1 << 47, &domain);
+        assert_eq!(pt.table_count(), 1);
+        domain.barrier();
+        // mmap(B) + fault: reuses A's three tables.
+        pt.fill(B, Prot::READ_WRITE, || Some(y)).unwrap();
+        assert_eq!(
+            pt.allocated_tables(),
+            tables_allocated,
+            "B's tables came from the pool (A's old ones)"
+        );
+        walker.join().unwrap();
+        assert_eq!(pt.lookup(A), None);
+        assert_eq!(pt.lookup(B).map(|p| p.frame()), Some(y));
+    });
+}

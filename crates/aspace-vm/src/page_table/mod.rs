@@ -1,0 +1,571 @@
+//! Software 4-level page tables: 512 atomic 64-bit entries per table, mirroring x86-64, walked
+//! lock-free by the access path and filled under a per-leaf-table lock.
+//!
+//! The files: `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table
+//! memory: type-stable tables, per-level pools, retirement through RCU), this file (the tree:
+//! walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom model of a walker
+//! racing table reclamation and reuse).
+//!
+//! # Layout
+//!
+//! A 48-bit virtual address is split 9/9/9/9/12 like x86-64's (`entry.rs`). An intermediate
+//! entry is 0 or a child table pointer with `PRESENT` (and, on level-2 entries, `LOCKED`: the
+//! fill lock of the leaf below); a leaf entry is a [`Pte`]. Every table also keeps a 512-bit
+//! `present` bitmap of its non-zero entries, so that freeing a subtree, clearing a leaf or
+//! recycling a table touches only the entries in use (8 words to scan instead of 512).
+//!
+//! # Algorithm
+//!
+//! - **lookup** walks four `Acquire` loads and returns the leaf entry if present. It takes no
+//!   lock and writes nothing.
+//! - **fill** walks down, installing missing intermediate tables with a CAS on the empty parent
+//!   entry (the loser puts its never-published table back in the pool and follows the
+//!   winner's). It then takes the leaf's lock (a CAS setting `LOCKED` in the level-2 entry),
+//!   and only if the entry is still empty calls the caller's frame allocator and stores the
+//!   new PTE with `Release`. Two cores faulting on one page thus allocate one frame: the
+//!   second finds the entry present and its allocator is never called.
+//! - **clear_range / protect_range** visit only the entries intersecting the range (an absent
+//!   intermediate entry skips its whole subtree), and change leaf entries under each leaf's
+//!   lock, using the leaf bitmap to find present entries.
+//! - **free_tables(empty)** unlinks every table whose whole coverage lies inside `empty` (a
+//!   range the caller knows holds no region: the unmapped range widened to the neighbouring
+//!   gaps, as in the SOSP'25 paper's §3.1 and Fig. 4), keeping the tables at the edges that
+//!   still intersect a region. It walks only the present entries of the (at most two per
+//!   level) partially covered tables. Unlinked tables are scrubbed at once (their few non-zero
+//!   entries zeroed while the lines are still in the freeing core's cache) and retired; the
+//!   pool hands them to the RCU domain in batches and reuses them after a grace period
+//!   (`pool.rs`).
+//!
+//! # Why frees go through RCU (Bonsai, ASPLOS'12 §4-5)
+//!
+//! A lock-free walker can load a parent entry, be delayed, and then read a child table that
+//! has been unlinked meanwhile (the race the Bonsai paper's page-fault designs must tolerate:
+//! §4.2's "page directory freed under a concurrent fault"). The walker holds an `aspace_rcu`
+//! read guard (or the caller excludes frees by a lock), so a table unlinked by `free_tables`
+//! is not reused until every such walker finished: reuse waits a grace period. The loom model
+//! (`loom_tests.rs`) runs exactly this race on the real code and fails when an unlinked table
+//! is pooled without the grace period.
+//!
+//! # Invariants
+//!
+//! - The root is never freed. `table_count()` counts the tables linked into the tree, root
+//!   included; it is 1 when no table below the root is linked.
+//! - **Type-stable table memory** (`pool.rs`): every pointer any walker can load from an entry
+//!   points to live memory of a table of the expected level, whatever races happen, so
+//!   `lookup`/`fill` are memory-safe without a guard; the RCU guard (or the caller's lock) is
+//!   what makes their ANSWER right, not what keeps them sound. Cost: the pool keeps the peak
+//!   number of tables recycled within one grace period until the space drops.
+//! - A leaf table's entries and bitmap change only under its lock. An intermediate entry goes
+//!   from 0 to a table by CAS (fill) and back to 0 only in `free_tables`.
+//! - A retired or pooled table is all zeroes (entries and bitmap): `free_tables` zeroes the
+//!   entries its bitmap names (exact, since no fill may run inside an `empty` range) right
+//!   after unlinking. Zeroing an unlinked table in place is harmless to a walker still inside
+//!   it: it reads "not present", which is the state the caller established (no region in
+//!   `empty`). What such a walker must never see is the table REUSED for other translations,
+//!   and reuse waits for the grace period.
+//!
+//! # Contract with the caller (the design)
+//!
+//! `fill` and `free_tables` must not run concurrently on the same range: the caller excludes
+//! fills inside `empty` (the `coarse` design holds the space write lock). `free_tables` must
+//! follow `clear_range` of the same range (every PTE inside `empty` is already zero; debug
+//! builds assert it) and always be given the same RCU domain, the one whose read guard the
+//! walkers hold.
+//!
+//! Addresses are below 2^48 (four levels): `fill` panics above, the range operations ignore
+//! what lies above, `lookup` answers `None`.
+//!
+//! Entries, bitmaps and pool locks come from `crate::sync`, so under `--cfg loom` the very code
+//! here runs on loom atomics. Not for: soft TLBs (`crate::tlb`), deciding what a range may
+//! contain (the region map), frames (`crate::frames`).
+
+mod entry;
+mod pool;
+
+pub(crate) use entry::{rights_removed, Pte, VA_BITS};
+
+use crate::frames::Frame;
+use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::types::Prot;
+use crossbeam_utils::Backoff;
+use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
+use pool::{Retired, Table, TablePool, TablePtr, RETIRE_BATCH};
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
+use std::sync::Arc;
+
+/// Why `fill` failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub(crate) enum FillError {
+    /// The frame allocator returned `None` (the pool is exhausted); nothing was changed
+    /// except possibly newly installed empty intermediate tables, which `free_tables` of an
+    /// empty range reclaims like any other.
+    #[error("no frame available")]
+    NoFrame,
+}
+
+/// The leaf lock (the `LOCKED` bit of a level-2 entry), released on drop.
+struct LeafGuard<'a> {
+    slot: &'a AtomicU64,
+    /// The entry without `LOCKED`.
+    unlocked: u64,
+    leaf: &'a Table,
+}
+
+impl Drop for LeafGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: publishes this holder's leaf entry and bitmap writes; pairs with the
+        // Acquire CAS in `lock_leaf` of the next holder. A plain store is enough: while
+        // `LOCKED` is set nobody else writes the entry (lockers' CAS fail, `free_tables`
+        // waits for the bit to clear).
+        self.slot.store(self.unlocked, Ordering::Release);
+    }
+}
+
+/// The page tables of one address space. `Sync`: every core walks and fills them.
+pub(crate) struct PageTables {
+    root: NonNull<Table>,
+    /// Tables linked in the tree, the root included (statistics: relaxed).
+    tables: StatCounter,
+    pool: Arc<TablePool>,
+    /// Unlinked tables not yet handed to RCU, with their level.
+    retired: Mutex<Retired>,
+}
+
+// SAFETY: the raw `root` pointer is an owned `Table` (atomics only); all shared mutation goes
+// through atomics and mutexes, so the structure can be sent and shared like its fields.
+unsafe impl Send for PageTables {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for PageTables {}
+
+impl std::fmt::Debug for PageTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageTables")
+            .field("tables", &self.table_count())
+            .finish()
+    }
+}
+
+impl Default for PageTables {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PageTables {
+    /// Empty tables: just the root.
+    pub(crate) fn new() -> PageTables {
+        PageTables {
+            root: Table::alloc(),
+            tables: StatCounter::new(1),
+            pool: Arc::new(TablePool::new()),
+            retired: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[inline]
+    fn root(&self) -> &Table {
+        // SAFETY: the root is allocated in `new` and freed only in `drop`.
+        unsafe { self.root.as_ref() }
+    }
+
+    /// The child table an intermediate entry `e` (present) points to.
+    #[inline]
+    fn child(&self, e: u64) -> &Table {
+        debug_assert!(e & PRESENT != 0);
+        // SAFETY: every non-zero intermediate entry ever stored points to a table allocated by
+        // this `PageTables`' pool for the level below, and such memory stays allocated, and a
+        // `Table` of that level, for as long as `self` lives (type-stable memory, module doc).
+        // A table is atomics only, so a shared reference is sound even while others write it.
+        unsafe { &*((e & ADDR_MASK) as *const Table) }
+    }
+
+    /// Tables linked in the tree, the root included.
+    pub(crate) fn table_count(&self) -> u64 {
+        self.tables.load(StatOrdering::Relaxed)
+    }
+
+    /// The present leaf entry for `va`, or `None`. Lock-free; the answer is current only while
+    /// the caller holds a read guard of the RCU domain given to `free_tables` or otherwise
+    /// excludes `free_tables` (it is memory-safe regardless).
+    #[inline]
+    pub(crate) fn lookup(&self, va: u64) -> Option<Pte> {
+        if va >> VA_BITS != 0 {
+            return None;
+        }
+        let mut table = self.root();
+        let mut level = LEVELS;
+        loop {
+            // Acquire: pairs with the Release CAS in `install` (the child table's zeroed
+            // contents) and with the Release store of a PTE in `fill` (the frame's zeroes and
+            // everything written before the fill).
+            let e = table.entries[index(va, level)].load(Ordering::Acquire);
+            if e & PRESENT == 0 {
+                return None;
+            }
+            if level == 1 {
+                return Some(Pte::from_bits(e));
+            }
+            table = self.child(e);
+            level -= 1;
+        }
+    }
+
+    /// Maps `va`'s page if it is not mapped yet: installs missing intermediate tables, then,
+    /// under the leaf's lock, returns the present entry as it is (without calling `frame`), or
+    /// calls `frame()` and stores `Pte::new(frame, prot)`.
+    ///
+    /// # Errors
+    /// [`FillError::NoFrame`] when `frame()` returned `None`.
+    ///
+    /// # Panics
+    /// If `va >= 2^48`.
+    pub(crate) fn fill(
+        &self,
+        va: u64,
+        prot: Prot,
+        frame: impl FnOnce() -> Option<Frame>,
+    ) -> Result<Pte, FillError> {
+        assert!(
+            va >> VA_BITS == 0,
+            "address {va:#x} beyond the 48-bit page tables"
+        );
+        let guard = loop {
+            let slot = self.leaf_slot(va);
+            if let Some(guard) = self.lock_leaf(slot) {
+                break guard;
+            }
+            // The leaf was unlinked between the walk and the lock: only a caller breaking the
+            // "no fill inside a free_tables range" contract gets here; walk again.
+        };
+        let i = index(va, 1);
+        let entry = &guard.leaf.entries[i];
+        // Relaxed: leaf entries are written only under the leaf lock, which we hold.
+        let cur = entry.load(Ordering::Relaxed);
+        if cur & Pte::PRESENT != 0 {
+            return Ok(Pte::from_bits(cur));
+        }
+        let f = frame().ok_or(FillError::NoFrame)?;
+        let pte = Pte::new(f, prot);
+        // Release: publishes the frame's zeroed contents with the translation; pairs with the
+        // Acquire load in `lookup`.
+        entry.store(pte.bits(), Ordering::Release);
+        let w = &guard.leaf.present[i / 64];
+        // Relaxed: leaf bitmaps are written only under the leaf lock.
+        w.store(w.load(Ordering::Relaxed) | 1 << (i % 64), Ordering::Relaxed);
+        Ok(pte)
+    }
+
+    /// The level-2 entry above `va`'s leaf, installing missing tables on the way.
+    #[inline]
+    fn leaf_slot(&self, va: u64) -> &AtomicU64 {
+        let mut table = self.root();
+        let mut level = LEVELS;
+        loop {
+            let i = index(va, level);
+            let slot = &table.entries[i];
+            // Acquire: pairs with the Release CAS in `install` (the child's contents).
+            let mut e = slot.load(Ordering::Acquire);
+            if e & PRESENT == 0 {
+                e = self.install(table, i, level - 1);
+            }
+            if level == 2 {
+                return slot;
+            }
+            table = self.child(e);
+            level -= 1;
+        }
+    }
+
+    /// Installs a fresh level-`level` table in `parent.entries[i]` (empty) and returns the
+    /// entry now there (ours, or the one a concurrent filler installed first).
+    #[cold]
+    fn install(&self, parent: &Table, i: usize, level: u32) -> u64 {
+        let table = self.pool.get(level);
+        let new = table.as_ptr() as u64 | PRESENT;
+        // Success Release: publishes the zeroed table; pairs with the Acquire loads of walkers
+        // (`lookup`, `leaf_slot`, `visit`). Failure Acquire: pairs with the winner's Release
+        // CAS, so the winner's table is visible before we walk into it.
+        match parent.entries[i].compare_exchange(0, new, Ordering::Release, Ordering::Acquire) {
+            Ok(_) => {
+                // Relaxed: bitmap readers rely on the caller's exclusion (see `Table::present`).
+                parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+                self.tables.fetch_add(1, StatOrdering::Relaxed);
+                new
+            }
+            Err(current) => {
+                // Never published: no walker saw it, so it goes back without a grace period.
+                self.pool.put(level, table);
+                current
+            }
+        }
+    }
+
+    /// Takes the lock of the leaf that level-2 entry `slot` points to; `None` if the entry is
+    /// empty.
+    #[inline]
+    fn lock_leaf<'a>(&'a self, slot: &'a AtomicU64) -> Option<LeafGuard<'a>> {
+        let backoff = Backoff::new();
+        loop {
+            let e = slot.load(Ordering::Relaxed);
+            if e & PRESENT == 0 {
+                return None;
+            }
+            if e & LOCKED != 0 {
+                crate::sync::spin_wait(&backoff);
+                continue;
+            }
+            // Acquire: pairs with the Release store in `LeafGuard::drop` of the previous
+            // holder (and with the Release CAS in `install` for a fresh leaf).
+            if slot
+                .compare_exchange_weak(e, e | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(LeafGuard {
+                    slot,
+                    unlocked: e,
+                    leaf: self.child(e),
+                });
+            }
+        }
+    }
+
+    /// Calls `f(leaf, first, last)` under each leaf's lock for every existing leaf table that
+    /// intersects `range`, with the leaf indices `first..=last` inside the range.
+    fn for_each_leaf(&self, range: &Range<u64>, f: &mut impl FnMut(&Table, usize, usize)) {
+        let range = range.start..range.end.min(1 << VA_BITS);
+        if range.start < range.end {
+            self.visit(self.root(), LEVELS, 0, &range, f);
+        }
+    }
+
+    fn visit(
+        &self,
+        table: &Table,
+        level: u32,
+        base: u64,
+        range: &Range<u64>,
+        f: &mut impl FnMut(&Table, usize, usize),
+    ) {
+        let span = span(level);
+        let lo = range.start.max(base);
+        let hi = range.end.min(base + span * ENTRIES as u64);
+        if lo >= hi {
+            return;
+        }
+        let first = ((lo - base) / span) as usize;
+        let last = ((hi - 1 - base) / span) as usize;
+        for i in first..=last {
+            let slot = &table.entries[i];
+            let child_base = base + i as u64 * span;
+            if level == 2 {
+                if let Some(guard) = self.lock_leaf(slot) {
+                    let a = lo.max(child_base);
+                    let b = hi.min(child_base + span);
+                    f(guard.leaf, index(a, 1), index(b - 1, 1));
+                }
+            } else {
+                // Acquire: pairs with the Release CAS in `install`.
+                let e = slot.load(Ordering::Acquire);
+                if e & PRESENT != 0 {
+                    self.visit(self.child(e), level - 1, child_base, range, f);
+                }
+            }
+        }
+    }
+
+    /// Zeroes every present leaf entry in `range` (under each leaf's lock) and pushes the
+    /// frames they mapped onto `out`. The caller shoots down cached translations before it
+    /// frees those frames.
+    pub(crate) fn clear_range(&self, range: Range<u64>, out: &mut Vec<Frame>) {
+        self.for_each_leaf(&range, &mut |leaf, first, last| {
+            leaf.for_each_present(first, last, |i| {
+                // Relaxed (entries and bitmap): written only under the leaf lock we hold; a
+                // walker that reads the zero simply faults.
+                let e = leaf.entries[i].load(Ordering::Relaxed);
+                debug_assert!(Pte::from_bits(e).present(), "bitmap and entries disagree");
+                leaf.entries[i].store(0, Ordering::Relaxed);
+                let w = &leaf.present[i / 64];
+                w.store(
+                    w.load(Ordering::Relaxed) & !(1 << (i % 64)),
+                    Ordering::Relaxed,
+                );
+                out.push(Pte::from_bits(e).frame());
+            });
+        });
+    }
+
+    /// Sets the protection of every present leaf entry in `range` to `prot` (under each leaf's
+    /// lock). Returns whether any right was taken away (so a shootdown is needed).
+    pub(crate) fn protect_range(&self, range: Range<u64>, prot: Prot) -> bool {
+        let mut removed = false;
+        self.for_each_leaf(&range, &mut |leaf, first, last| {
+            leaf.for_each_present(first, last, |i| {
+                // Relaxed load: written only under the leaf lock we hold.
+                let old = Pte::from_bits(leaf.entries[i].load(Ordering::Relaxed));
+                let new = old.with_prot(prot);
+                if new != old {
+                    removed |= rights_removed(old.prot(), prot);
+                    // Release: like `fill`'s store; pairs with the Acquire load in `lookup`.
+                    leaf.entries[i].store(new.bits(), Ordering::Release);
+                }
+            });
+        });
+        removed
+    }
+
+    /// Unlinks every table below the root whose whole coverage lies inside `empty` and
+    /// reclaims it through `domain` after a grace period (batched: `pool.rs`).
+    ///
+    /// Preconditions: no region intersects `empty`, every PTE in it was cleared, no fill runs
+    /// inside it, and `domain` is the domain whose read guards walkers hold (always the same).
+    pub(crate) fn free_tables<F: aspace_rcu::Flavor>(
+        &self,
+        empty: Range<u64>,
+        domain: &aspace_rcu::Domain<F>,
+    ) {
+        let empty = empty.start..empty.end.min(1 << VA_BITS);
+        if empty.start >= empty.end {
+            return;
+        }
+        let mut retired = self.retired.lock();
+        let before = retired.len();
+        self.free_in(self.root(), LEVELS, 0, &empty, &mut retired);
+        let freed = retired.len() - before;
+        if freed == 0 {
+            return;
+        }
+        self.tables.fetch_sub(freed as u64, StatOrdering::Relaxed);
+        if retired.len() >= RETIRE_BATCH {
+            let batch = std::mem::take(&mut *retired);
+            drop(retired);
+            TablePool::retire(&self.pool, batch, domain);
+        }
+    }
+
+    /// `free_tables` below `table` (level `level`, covering from `base`).
+    fn free_in(&self, table: &Table, level: u32, base: u64, empty: &Range<u64>, out: &mut Retired) {
+        let span = span(level);
+        let lo = empty.start.max(base);
+        let hi = empty.end.min(base + span * ENTRIES as u64);
+        if lo >= hi {
+            return;
+        }
+        let first = ((lo - base) / span) as usize;
+        let last = ((hi - 1 - base) / span) as usize;
+        table.for_each_present(first, last, |i| {
+            let child_base = base + i as u64 * span;
+            let slot = &table.entries[i];
+            if empty.start <= child_base && child_base + span <= empty.end {
+                let e = Self::unlink(slot);
+                if e & PRESENT != 0 {
+                    // Relaxed: bitmap, see `Table::present`.
+                    table.present[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+                    self.collect(e, level - 1, out);
+                }
+            } else if level > 2 {
+                // Acquire: pairs with the Release CAS in `install`.
+                let e = slot.load(Ordering::Acquire);
+                if e & PRESENT != 0 {
+                    self.free_in(self.child(e), level - 1, child_base, empty, out);
+                }
+            }
+            // A leaf only partly inside `empty` still intersects a region: kept.
+        });
+    }
+
+    /// Sets an intermediate entry to 0 (waiting out a leaf lock holder) and returns what it
+    /// held.
+    fn unlink(slot: &AtomicU64) -> u64 {
+        let backoff = Backoff::new();
+        loop {
+            let e = slot.load(Ordering::Relaxed);
+            if e & PRESENT == 0 {
+                return 0;
+            }
+            if e & LOCKED != 0 {
+                crate::sync::spin_wait(&backoff);
+                continue;
+            }
+            // Acquire: pairs with the Release store of the leaf lock's last holder (its bitmap
+            // writes, read by the debug check in `collect`). No Release needed: walkers that
+            // read the 0 need nothing from us, and the reuse of the unlinked table is ordered
+            // after this store by the retired list's mutex and the RCU grace period.
+            if slot
+                .compare_exchange_weak(e, 0, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return e;
+            }
+        }
+    }
+
+    /// Retires the (unlinked) table of entry `e`, of level `level`, and its whole subtree.
+    fn collect(&self, e: u64, level: u32, out: &mut Retired) {
+        let table = self.child(e);
+        if level >= 2 {
+            table.for_each_present(0, ENTRIES - 1, |i| {
+                // Relaxed: the subtree is unlinked and no fill runs in it (caller's contract);
+                // the entries were published to us by the caller's exclusion.
+                let c = table.entries[i].load(Ordering::Relaxed);
+                if c & PRESENT != 0 {
+                    self.collect(c, level - 1, out);
+                }
+            });
+        } else {
+            debug_assert!(
+                table.present.iter().all(|w| w.load(Ordering::Relaxed) == 0),
+                "free_tables over a leaf table that still maps pages (clear_range first)"
+            );
+        }
+        // Zero it now, while its lines are in our cache (for a leaf a no-op unless the
+        // caller broke the contract: its frames leak but no stale PTE survives into reuse).
+        table.scrub();
+        out.push((TablePtr(NonNull::from(table)), level));
+    }
+
+    /// Tables taken from the allocator so far (recycled ones are not counted again).
+    #[cfg(test)]
+    fn allocated_tables(&self) -> u64 {
+        self.pool.allocated()
+    }
+
+    /// Frees the subtree of `table` (level `level`) to the allocator. Drop only.
+    fn drop_subtree(table: NonNull<Table>, level: u32) {
+        if level >= 2 {
+            // SAFETY: in `drop`: `&mut self`, no walker exists; the table is alive.
+            let t = unsafe { table.as_ref() };
+            for e in &t.entries {
+                let e = e.load(Ordering::Relaxed);
+                if e & PRESENT != 0 {
+                    let child = NonNull::new((e & ADDR_MASK) as *mut Table)
+                        .expect("present entry with a null pointer");
+                    Self::drop_subtree(child, level - 1);
+                }
+            }
+        }
+        // SAFETY: linked tables are owned by the tree; `drop` visits each once and no walker
+        // exists any more.
+        unsafe { TablePtr(table).dealloc() };
+    }
+}
+
+impl Drop for PageTables {
+    fn drop(&mut self) {
+        Self::drop_subtree(self.root, LEVELS);
+        for (t, _) in self.retired.get_mut().drain(..) {
+            // SAFETY: retired tables are unlinked, and with `&mut self` no walker can still be
+            // reading them; nothing else owns them.
+            unsafe { t.dealloc() };
+        }
+        // Pooled tables go with the pool (now, or when the last pending RCU callback ran).
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
