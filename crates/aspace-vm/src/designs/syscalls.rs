@@ -24,7 +24,8 @@
 //!   (Linux's zero page), so the first write faults again and gives the region its identity.
 //!
 //! The crate's rule that **a frame is reused only after the shootdown that removed its last
-//! translation returned** is encoded in [`zap_locked`] and `madvise`'s `DONTNEED`.
+//! translation returned** is encoded once, in [`zap_locked`] (`munmap`, `MAP_FIXED`'s
+//! replacement and `madvise`'s `DONTNEED` all use it).
 //!
 //! Not for: locks (the designs), argument validation (`semantics.rs`), region rules
 //! (`region/plan.rs`), the access path (`handle.rs`).
@@ -101,16 +102,20 @@ fn fill_locked(
     Ok(())
 }
 
-/// Removes every translation of `range` and frees its frames: clears the page-table entries,
-/// shoots down (broadcast) if any was present, then gives the frames to the caller's cache.
-/// Returns whether anything was mapped.
+/// Removes every translation in `ranges` and frees their frames: clears the page-table
+/// entries, shoots down (broadcast) if any was present, then gives the frames to the caller's
+/// cache. Returns whether anything was mapped. This order is the crate's rule that **a frame is
+/// reused only after the shootdown that removed its last translation returned**
+/// (`tests/protocol_zap_reuse.rs` fails when it is broken).
 ///
 /// # Preconditions
-/// The caller excludes fills in `range` (no region covers it any more, or the caller holds the
-/// store exclusively) and is not inside an access window (it holds `&mut Core`).
-fn zap_locked(sh: &Shared, core: &mut Core, range: Range<u64>) -> bool {
+/// The caller excludes fills in `ranges` (no region covers them any more, or the caller holds
+/// the store exclusively) and is not inside an access window (it holds `&mut Core`).
+fn zap_locked(sh: &Shared, core: &mut Core, ranges: impl IntoIterator<Item = Range<u64>>) -> bool {
     let mut freed = std::mem::take(&mut core.freed);
-    sh.tables.clear_range(range, &mut freed);
+    for range in ranges {
+        sh.tables.clear_range(range, &mut freed);
+    }
     let any = !freed.is_empty();
     if any {
         sh.shootdown.shootdown(Targets::All);
@@ -188,7 +193,7 @@ pub(crate) fn mmap_locked(
     let range = start..start + req.len;
     if outcome.overlapped {
         // MAP_FIXED replaced mappings: their translations go, like munmap's.
-        zap_locked(sh, core, range.clone());
+        zap_locked(sh, core, [range.clone()]);
     }
     if req.populate && req.prot.allows(Access::Read) {
         // Linux populates writable private mappings with write faults.
@@ -228,7 +233,7 @@ pub(crate) fn munmap_locked(
     if !outcome.overlapped {
         return Ok(());
     }
-    zap_locked(sh, core, range.clone());
+    zap_locked(sh, core, [range.clone()]);
     // Skip the table walk when no table can have become free (the common case of a page
     // unmapped next to a mapping in the same leaf table): a table is freeable only if it
     // covers part of `range` and lies inside the widened gap, and no leaf-sized block
@@ -313,17 +318,11 @@ pub(crate) fn madvise_locked(
         AdviceEffect::DontNeed => {
             // Private pages are dropped (they read back as zeroes); shared anonymous pages
             // keep their contents (shmem backs them), so nothing changes there.
-            let mut freed = std::mem::take(&mut core.freed);
-            for r in regions.overlapping(range.clone()) {
-                if r.attrs.sharing == Sharing::Private {
-                    sh.tables.clear_range(r.start..r.end, &mut freed);
-                }
-            }
-            if !freed.is_empty() {
-                sh.shootdown.shootdown(Targets::All);
-                core.cache.free_all(&sh.pool, &mut freed);
-            }
-            core.freed = freed;
+            let private = regions
+                .overlapping(range.clone())
+                .filter(|r| r.attrs.sharing == Sharing::Private)
+                .map(|r| r.start..r.end);
+            zap_locked(sh, core, private);
         }
         AdviceEffect::ReadHint(hint) => {
             if !regions.is_free(range.start, range.end) {
