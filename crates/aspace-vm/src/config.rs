@@ -15,8 +15,9 @@ use crate::types::PAGE_SIZE;
 /// a non-canonical address).
 pub(crate) const DEFAULT_MAX_ADDR: u64 = (1 << 47) - PAGE_SIZE;
 
-/// One concurrency strategy for the whole address space (DESIGN §6). More designs follow in later
-/// issues; every test and workload runs on every design.
+/// One concurrency strategy for the whole address space: a lock policy over the same Linux
+/// rules. `Coarse` is built; the scalable designs of the papers follow, and every test and
+/// workload runs on every design.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Design {

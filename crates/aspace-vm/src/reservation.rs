@@ -11,8 +11,6 @@
 //! owned by it, page aligned, and every byte that nobody wrote since the reservation reads as zero
 //! (fresh anonymous memory). Nothing is mapped over it or unmapped from it until `Drop`.
 //!
-//! Paper: DESIGN §6 "Frames" (one large anonymous reservation sized by configuration).
-//!
 //! Not for: per-frame bookkeeping (that is `frames.rs`), page-table memory (ordinary boxed
 //! allocations in `page_table.rs`), or giving memory back to the kernel piecemeal.
 

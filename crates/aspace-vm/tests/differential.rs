@@ -1,4 +1,4 @@
-//! Differential test of aspace against the real Linux kernel (DESIGN §8, layer 5).
+//! Differential test of aspace against the real Linux kernel.
 //!
 //! A window of this test process's own address space (`differential/kernel.rs`) and an aspace
 //! space whose address range is exactly that window (`differential/engine.rs`) receive the same
