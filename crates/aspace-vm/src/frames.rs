@@ -33,7 +33,7 @@
 //! core and freed on another makes one count positive and the other negative), published by
 //! its owner with a plain `Relaxed` store into its own cache-padded slot (no shared cache line
 //! is written on the fast path). The pool sums the registered slots plus the counts folded in
-//! by caches that drained. Slots are registered lazily, on a cache's first use of the pool.
+//! by caches that drained. Counters are registered lazily, on a cache's first use of the pool.
 //!
 //! # Invariants
 //!
@@ -89,7 +89,7 @@ impl Frame {
 }
 
 /// A cache's published count of frames it allocated minus frames it freed.
-type Slot = CachePadded<AtomicI64>;
+type InUseCounter = CachePadded<AtomicI64>;
 
 /// The global frame pool of one address space. `Sync`: every core's cache uses it.
 pub(crate) struct FramePool {
@@ -104,7 +104,7 @@ pub(crate) struct FramePool {
     /// Used frames given back (all zeroed).
     free: CachePadded<Mutex<Vec<Frame>>>,
     /// Every live cache's slot (registered on first use, removed at drain).
-    caches: Mutex<Vec<Arc<Slot>>>,
+    caches: Mutex<Vec<Arc<InUseCounter>>>,
     /// Counts folded in by caches that drained. Only changed under `caches`' lock.
     retired: AtomicI64,
 }
@@ -191,7 +191,7 @@ impl FramePool {
             .saturating_sub(self.next.load(Ordering::Relaxed))
     }
 
-    fn register(&self) -> Arc<Slot> {
+    fn register(&self) -> Arc<InUseCounter> {
         let slot = Arc::new(CachePadded::new(AtomicI64::new(0)));
         self.caches.lock().push(Arc::clone(&slot));
         slot
@@ -204,7 +204,7 @@ pub(crate) struct FrameCache {
     /// Frames allocated through this cache minus frames freed through it.
     outstanding: i64,
     /// Where `outstanding` is published for `FramePool::in_use` (None until first use).
-    slot: Option<Arc<Slot>>,
+    slot: Option<Arc<InUseCounter>>,
     /// The pool it was first used with (address, for a debug check that it never changes).
     pool_id: usize,
     _not_sync: PhantomData<Cell<()>>,

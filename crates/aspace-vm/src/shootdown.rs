@@ -8,7 +8,7 @@
 //!
 //! # The protocol (a QSBR grace period restricted to the target cores)
 //!
-//! Every registered core owns a [`Slot`] with two counters:
+//! Every registered core owns a [`ShootdownSlot`] with two counters:
 //! - `access`: odd while the core is inside an access (`read`/`write`/`touch`), even otherwise;
 //!   only the core writes it.
 //! - `request`: the number of flush requests ever sent to the core; shooters bump it.
@@ -196,7 +196,7 @@ impl Targets<'_> {
 
 /// One core's shootdown state (module doc).
 #[derive(Debug)]
-struct Slot {
+struct ShootdownSlot {
     /// Odd while the core is inside an access. Written only by the core.
     access: AtomicU64,
     /// Flush requests sent to the core; bumped by shooters.
@@ -208,7 +208,7 @@ struct Slot {
 
 /// The shootdown slots of one address space.
 pub(crate) struct Shootdown {
-    slots: Box<[CachePadded<Slot>]>,
+    slots: Box<[CachePadded<ShootdownSlot>]>,
     /// Bit `i` set while slot `i` is registered. Dense, so a shooter reads one word per 64
     /// slots instead of touching every slot's cache line.
     registered: Box<[AtomicU64]>,
@@ -225,7 +225,7 @@ impl Shootdown {
         );
         let slots = (0..max_cores)
             .map(|_| {
-                CachePadded::new(Slot {
+                CachePadded::new(ShootdownSlot {
                     access: AtomicU64::new(0),
                     request: AtomicU64::new(0),
                     received: StatCounter::new(0),
