@@ -20,6 +20,8 @@ pub enum Limit {
     Frames,
     /// The range is not fully mapped (`mprotect`/`madvise` over a hole).
     Hole,
+    /// Memory for the space's own metadata (region nodes) could not be allocated.
+    Memory,
 }
 
 /// A failed system call of the address space.

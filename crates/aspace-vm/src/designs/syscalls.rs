@@ -369,6 +369,7 @@ pub(crate) fn fault_locked(
         return Err(Fault::Protection { addr: va });
     }
     let page = va & !(PAGE_SIZE - 1);
-    fill_locked(sh, core, regions, region, page, access)
-        .map_err(|FillError::NoFrame| Fault::OutOfMemory { addr: va })
+    fill_locked(sh, core, regions, region, page, access).map_err(|e| match e {
+        FillError::NoFrame | FillError::NoTable => Fault::OutOfMemory { addr: va },
+    })
 }

@@ -103,6 +103,10 @@ pub(crate) enum FillError {
     /// empty range reclaims like any other.
     #[error("no frame available")]
     NoFrame,
+    /// A missing page table could not be allocated; the tables installed before it stay (as
+    /// for `NoFrame`).
+    #[error("no memory for a page table")]
+    NoTable,
 }
 
 /// The leaf lock (the `LOCKED` bit of a level-2 entry), released on drop.
@@ -158,7 +162,7 @@ impl PageTables {
     /// Empty tables: just the root.
     pub(crate) fn new() -> PageTables {
         PageTables {
-            root: Table::alloc(),
+            root: Table::alloc().expect("no memory for the root page table"),
             tables: StatCounter::new(1),
             pool: Arc::new(TablePool::new()),
             retired: Mutex::new(Vec::new()),
@@ -233,7 +237,7 @@ impl PageTables {
             "address {va:#x} beyond the 48-bit page tables"
         );
         let guard = loop {
-            let slot = self.leaf_slot(va);
+            let slot = self.leaf_slot(va).ok_or(FillError::NoTable)?;
             if let Some(guard) = self.lock_leaf(slot) {
                 break guard;
             }
@@ -258,9 +262,10 @@ impl PageTables {
         Ok(pte)
     }
 
-    /// The level-2 entry above `va`'s leaf, installing missing tables on the way.
+    /// The level-2 entry above `va`'s leaf, installing missing tables on the way; `None` when a
+    /// table could not be allocated.
     #[inline]
-    fn leaf_slot(&self, va: u64) -> &AtomicU64 {
+    fn leaf_slot(&self, va: u64) -> Option<&AtomicU64> {
         let mut table = self.root();
         let mut level = LEVELS;
         loop {
@@ -269,10 +274,10 @@ impl PageTables {
             // Acquire: pairs with the Release CAS in `install` (the child's contents).
             let mut e = slot.load(Ordering::Acquire);
             if e & PRESENT == 0 {
-                e = self.install(table, i, level - 1);
+                e = self.install(table, i, level - 1)?;
             }
             if level == 2 {
-                return slot;
+                return Some(slot);
             }
             table = self.child(e);
             level -= 1;
@@ -280,10 +285,11 @@ impl PageTables {
     }
 
     /// Installs a fresh level-`level` table in `parent.entries[i]` (empty) and returns the
-    /// entry now there (ours, or the one a concurrent filler installed first).
+    /// entry now there (ours, or the one a concurrent filler installed first); `None` when no
+    /// table could be allocated.
     #[cold]
-    fn install(&self, parent: &Table, i: usize, level: u32) -> u64 {
-        let table = self.pool.get(level);
+    fn install(&self, parent: &Table, i: usize, level: u32) -> Option<u64> {
+        let table = self.pool.get(level)?;
         let new = table.as_ptr() as u64 | PRESENT;
         // Success Release: publishes the zeroed table; pairs with the Acquire loads of walkers
         // (`lookup`, `leaf_slot`, `visit`). Failure Acquire: pairs with the winner's Release
@@ -293,12 +299,12 @@ impl PageTables {
                 // Relaxed: bitmap readers rely on the caller's exclusion (see `Table::present`).
                 parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
                 self.tables.fetch_add(1, StatOrdering::Relaxed);
-                new
+                Some(new)
             }
             Err(current) => {
                 // Never published: no walker saw it, so it goes back without a grace period.
                 self.pool.put(level, table);
-                current
+                Some(current)
             }
         }
     }
@@ -564,6 +570,8 @@ impl Drop for PageTables {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod fault_injection_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 

@@ -44,20 +44,31 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// A fresh, all-zero table on the heap.
-    pub(super) fn alloc() -> NonNull<Table> {
+    /// A fresh, all-zero table on the heap; `None` when the allocator has no memory (or a
+    /// test armed [`inject::fail_nth_table_alloc`]), so that a fault reports out-of-memory
+    /// instead of aborting the process.
+    pub(super) fn alloc() -> Option<NonNull<Table>> {
+        #[cfg(all(test, not(loom)))]
+        if inject::alloc_fails() {
+            return None;
+        }
         #[cfg(not(loom))]
-        let table = Box::new(Table {
-            entries: [const { AtomicU64::new(0) }; ENTRIES],
-            present: [const { AtomicU64::new(0) }; ENTRIES / 64],
-        });
-        // Loom atomics are not `const`-constructible.
+        {
+            let layout = std::alloc::Layout::new::<Table>();
+            // SAFETY: `Table` has a non-zero size. All-zero bytes are a valid `Table` (atomics
+            // of value 0), and memory from the global allocator with `Table`'s layout may be
+            // owned by a `Box<Table>` (`dealloc` frees it that way).
+            NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Table>())
+        }
+        // Loom atomics are neither zero-initializable nor `const`-constructible.
         #[cfg(loom)]
-        let table = Box::new(Table {
-            entries: std::array::from_fn(|_| AtomicU64::new(0)),
-            present: std::array::from_fn(|_| AtomicU64::new(0)),
-        });
-        NonNull::from(Box::leak(table))
+        {
+            let table = Box::new(Table {
+                entries: std::array::from_fn(|_| AtomicU64::new(0)),
+                present: std::array::from_fn(|_| AtomicU64::new(0)),
+            });
+            Some(NonNull::from(Box::leak(table)))
+        }
     }
 
     /// Calls `f(i)` for every `i` in `first..=last` whose bitmap bit is set (a snapshot).
@@ -138,14 +149,16 @@ impl TablePool {
         }
     }
 
-    /// A zeroed table for `level` (recycled when possible).
+    /// A zeroed table for `level` (recycled when possible); `None` when a fresh one cannot be
+    /// allocated.
     #[inline]
-    pub(super) fn get(&self, level: u32) -> NonNull<Table> {
+    pub(super) fn get(&self, level: u32) -> Option<NonNull<Table>> {
         if let Some(t) = self.free[level as usize - 1].lock().pop() {
-            return t.0;
+            return Some(t.0);
         }
+        let t = Table::alloc()?;
         self.allocated.fetch_add(1, StatOrdering::Relaxed);
-        Table::alloc()
+        Some(t)
     }
 
     /// Puts back a zeroed table of `level` that was never published.
@@ -200,13 +213,46 @@ impl Drop for TablePool {
     }
 }
 
+/// Fault injection for tests: makes the N-th next fresh table allocation on the calling thread
+/// fail as an exhausted allocator does. Per thread, so tests running in parallel do not disturb
+/// each other.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod inject {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Allocations left before the failing one (`0`: no failure armed).
+        static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Arms a failure of this thread's `n`-th next table allocation (`n >= 1`; `0` disarms).
+    pub(crate) fn fail_nth_table_alloc(n: u64) {
+        COUNTDOWN.with(|c| c.set(n));
+    }
+
+    /// Whether this allocation is the armed failure (disarming it).
+    pub(super) fn alloc_fails() -> bool {
+        COUNTDOWN.with(|c| match c.get() {
+            0 => false,
+            1 => {
+                c.set(0);
+                true
+            }
+            n => {
+                c.set(n - 1);
+                false
+            }
+        })
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn for_each_present_visits_exactly_the_set_bits_in_range() {
-        let t = Table::alloc();
+        let t = Table::alloc().unwrap();
         // SAFETY: freshly allocated, freed at the end of the test, not shared.
         let table = unsafe { t.as_ref() };
         for i in [0usize, 63, 64, 130, 511] {
@@ -232,11 +278,11 @@ mod tests {
     #[test]
     fn pool_reuses_put_tables_per_level_and_counts_allocations() {
         let pool = TablePool::new();
-        let a = pool.get(1);
+        let a = pool.get(1).unwrap();
         assert_eq!(pool.allocated(), 1);
         pool.put(1, a);
-        assert_eq!(pool.get(1), a, "a put table is reused for its level");
-        let b = pool.get(2);
+        assert_eq!(pool.get(1), Some(a), "a put table is reused for its level");
+        let b = pool.get(2).unwrap();
         assert_ne!(b, a);
         assert_eq!(pool.allocated(), 2);
         pool.put(1, a);

@@ -27,6 +27,8 @@
 //!
 //! Not for: locking (the design wraps the store in its lock) or page tables.
 
+#[cfg(all(test, not(loom)))]
+mod fault_injection_tests;
 pub(crate) mod plan;
 pub(crate) mod store;
 #[cfg(test)]

@@ -170,8 +170,16 @@ pub(crate) trait RegionStore {
     /// Records that the shared mapping numbered [`RegionStore::next_shmem`] was created.
     fn shmem_created(&mut self);
 
+    /// Allocates what replacing a window with `new` needs, before anything changes (a store
+    /// whose nodes come from a fallible allocator fails here, and the edit changes nothing).
+    ///
+    /// # Errors
+    /// `ENOMEM` (`Limit::Memory`) when the memory cannot be had.
+    fn reserve(&mut self, new: &[Region]) -> Result<(), VmError>;
+
     /// Replaces the window `old` (as the last `read_window` returned it, unchanged since) with
-    /// `new` (disjoint, sorted, covering no address outside the window's span).
+    /// `new` (disjoint, sorted, covering no address outside the window's span); `reserve(new)`
+    /// succeeded before.
     fn replace_window(&mut self, old: &[Region], new: &[Region]);
 
     /// Whether no region overlaps `[start, end)`.
@@ -206,11 +214,11 @@ pub(crate) trait RegionStore {
         lo.min(range.start)..hi.max(range.end)
     }
 
-    /// Rewrites `range` through `f` ([`plan_edit`]): reads the window, plans, and replaces the
-    /// window only if the plan succeeded (a refused edit changes nothing).
+    /// Rewrites `range` through `f` ([`plan_edit`]): reads the window, plans, reserves, and
+    /// replaces the window only if all of that succeeded (a refused edit changes nothing).
     ///
     /// # Errors
-    /// Those of [`plan_edit`].
+    /// Those of [`plan_edit`] and [`RegionStore::reserve`].
     fn edit(
         &mut self,
         bufs: &mut EditBuffers,
@@ -230,6 +238,7 @@ pub(crate) trait RegionStore {
             max_count,
             &mut bufs.new,
         )?;
+        self.reserve(&bufs.new)?;
         self.replace_window(&bufs.old, &bufs.new);
         Ok(outcome)
     }
@@ -358,6 +367,17 @@ impl RegionStore for BTreeStore {
         self.shmem_count += 1;
     }
 
+    /// `BTreeMap` has no fallible insert (its node allocation aborts the process on failure,
+    /// Rust's default), so there is nothing to reserve; tests inject the failure a fallible
+    /// store would report here ([`inject::fail_nth_region_reserve`]).
+    fn reserve(&mut self, _new: &[Region]) -> Result<(), VmError> {
+        #[cfg(all(test, not(loom)))]
+        if inject::reserve_fails() {
+            return Err(VmError::OutOfMemory(crate::error::Limit::Memory));
+        }
+        Ok(())
+    }
+
     fn replace_window(&mut self, old: &[Region], new: &[Region]) {
         for o in old {
             if new.binary_search_by_key(&o.end, |p| p.end).is_err() {
@@ -374,5 +394,37 @@ impl RegionStore for BTreeStore {
                 }
             }
         }
+    }
+}
+
+/// Fault injection for tests: makes the N-th next [`RegionStore::reserve`] of a `BTreeStore` on
+/// the calling thread fail as a store out of memory does. Per thread.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod inject {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Reservations left before the failing one (`0`: no failure armed).
+        static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Arms a failure of this thread's `n`-th next reservation (`n >= 1`; `0` disarms).
+    pub(crate) fn fail_nth_region_reserve(n: u64) {
+        COUNTDOWN.with(|c| c.set(n));
+    }
+
+    /// Whether this reservation is the armed failure (disarming it).
+    pub(super) fn reserve_fails() -> bool {
+        COUNTDOWN.with(|c| match c.get() {
+            0 => false,
+            1 => {
+                c.set(0);
+                true
+            }
+            n => {
+                c.set(n - 1);
+                false
+            }
+        })
     }
 }
