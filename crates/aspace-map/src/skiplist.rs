@@ -36,7 +36,7 @@
 //!   links are never DELETED); a LOCKED predecessor is stepped over, never CASed.
 //! - *Height-increment CAS failure*: the level is retried after a fresh `find`, never abandoned.
 //! - *Hints*: a hint is a lower bound of the arena's first free page, versioned so that a free
-//!   racing an alloc cannot be jumped over (see `arena.rs`); first fit stays exact sequentially.
+//!   racing an alloc cannot be jumped over (see `skiplist/hint.rs`); first fit stays exact sequentially.
 //! - *Separators under intervals*: a mapping across an arena boundary drops the separator it
 //!   covers; swaps re-create separators at uncovered boundaries (see `arena.rs`).
 //!
@@ -66,6 +66,7 @@
 
 mod alloc;
 pub mod arena;
+mod hint;
 mod link;
 mod lock;
 mod node;
@@ -82,10 +83,9 @@ pub use arena::{ArenaLayout, SEPARATOR_THRESHOLD};
 
 use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END};
 use crate::validate::{check_alloc, check_guard};
-use alloc::AllocOutcome;
-use arena::Hint;
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
+use hint::{retreat_overlapping, Hint, Hinted, HintedSearch};
 use lock::HeldNodes;
 use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
@@ -314,12 +314,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         self.add_len(stripe, delta);
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
-                for (k, hint) in hints.iter().enumerate() {
-                    let a = layout.arena(k);
-                    if a.start < e && s < a.end {
-                        hint.retreat(s.max(a.start));
-                    }
-                }
+                retreat_overlapping(layout, hints.iter().map(|h| &**h), s, e);
             }
         }
         // The predecessor stays; the old nodes are now unreachable for later operations.
@@ -332,46 +327,26 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         let arena = self
             .arenas
             .as_ref()
-            .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &hints[k]));
+            .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &*hints[k]));
         self.readers.with(|_, stripe, retired| {
             let node = Node::alloc(0, 0, random_height(self.cap), Kind::Interval, Some(value));
-            // Cleared when a search from the hint found no room: the retry starts at the arena
-            // start, so a hint left too high (a wrapped version, see `arena.rs`) hides no gap.
-            let mut use_hint = true;
+            let mut search = HintedSearch::new(arena);
             loop {
-                let (seen, from) = match arena {
-                    Some(h) if use_hint => {
-                        let (w, a) = h.read();
-                        if within.start <= a {
-                            (Some(w), a.min(within.end))
-                        } else {
-                            (None, within.start)
-                        }
-                    }
-                    _ => (None, within.start),
-                };
-                // SAFETY: inside a read section; `node` is fresh.
-                match unsafe { self.raw.alloc_insert(from, within.end, len, node) } {
-                    AllocOutcome::Inserted { start, covered_to } => {
+                // SAFETY: inside a read section; `node` is fresh (or handed back by `run`).
+                match unsafe { search.run(&self.raw, within, len, node) } {
+                    Hinted::Inserted(start) => {
                         self.add_len(stripe, 1);
-                        if let (Some(h), Some(w)) = (arena, seen) {
-                            h.advance(w, covered_to);
-                        }
                         return Ok(Interval {
                             start,
                             end: start + len,
                         });
                     }
-                    AllocOutcome::NoSpace if from > within.start => {
-                        use_hint = false;
-                        continue;
-                    }
-                    AllocOutcome::NoSpace => {
+                    Hinted::NoSpace => {
                         // SAFETY: never published.
                         let v = unsafe { Node::into_value(node) };
                         return Err((MapError::NoSpace { len, within }, v));
                     }
-                    AllocOutcome::Straddle(g) => {
+                    Hinted::Straddle(g) => {
                         let mut pos = Position::new();
                         // SAFETY: inside a read section.
                         let (locked, levels) =
