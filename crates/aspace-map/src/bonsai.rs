@@ -56,6 +56,7 @@ mod balance;
 mod loom_tests;
 mod node;
 mod retire;
+mod summary;
 mod tree;
 mod update;
 

@@ -32,7 +32,7 @@
 //!
 //! Not for: anything but the Bonsai tree (`tree.rs`, `update.rs`).
 
-use super::augment::Summary;
+use super::summary::Summary;
 use crate::contract::{MapError, PAGE_SIZE};
 use crate::fault::AllocBudget;
 use crate::sync::{AtomicPtr, Ordering};

@@ -41,9 +41,9 @@
 //!
 //! Not for: the interval semantics (`map`/`alloc` decomposition lives in `bonsai.rs`).
 
-use super::augment::Summary;
 use super::node::{null, summary_of, Node};
 use super::retire::Retired;
+use super::summary::Summary;
 use super::tree::{is_balanced, RawTree};
 use crate::contract::MapError;
 use crate::fault::AllocBudget;
