@@ -38,7 +38,10 @@
 //! commits after all its steps, so a panic always happens before anything was published: the
 //! update is abandoned, its never-published nodes go to the domain (their values are dropped
 //! on the reclaimer, where a panic is caught), and the tree, its summaries and the count are as
-//! before. Replaced nodes are never dropped by the writer itself: they go to the domain.
+//! before. Replaced nodes are never dropped by the writer itself: they go to the domain. A
+//! failed node allocation (`OutOfMemory`, real or injected by `fail_allocations_after`) also
+//! comes before any commit (a step allocates before it commits) and abandons the update the
+//! same way.
 //!
 //! `alloc` finds the lowest fitting gap in O(log n) through a writer-only gap augmentation of
 //! every node (subtree min start, max end, largest inner gap; `bonsai/augment.rs`, the idea of
@@ -53,10 +56,12 @@ mod balance;
 mod loom_tests;
 mod node;
 mod retire;
+mod summary;
 mod tree;
 mod update;
 
 use crate::contract::{Interval, IntervalMap, MapError};
+use crate::fault::AllocBudget;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
@@ -88,6 +93,8 @@ pub struct BonsaiMap<V> {
     /// Number of intervals. Written under `writer`; `Relaxed` (a counter, no ordering).
     count: AtomicUsize,
     domain: Domain,
+    /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
+    faults: AllocBudget,
 }
 
 impl<V> BonsaiMap<V> {
@@ -102,11 +109,21 @@ impl<V> BonsaiMap<V> {
             }),
             count: AtomicUsize::new(0),
             domain,
+            faults: AllocBudget::default(),
         }
     }
 }
 
 impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
+    /// Testing hook (issue 10's fault injection): after `n` more node allocations succeed,
+    /// every further one fails with [`MapError::OutOfMemory`] (the update is abandoned before
+    /// its commit and changes nothing), until called with `None`. Off by default; not for
+    /// production use.
+    #[doc(hidden)]
+    pub fn fail_allocations_after(&self, n: Option<usize>) {
+        self.faults.set(n);
+    }
+
     /// Checks the tree: BST order, disjoint intervals, subtree summaries (sizes and the gap
     /// augmentation of `alloc`) recomputed from scratch, Adams' weight balance at every node,
     /// and the interval count. Panics on a violation.
@@ -138,8 +155,13 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
     /// step has committed (a step commits after its last clone; atomic updates at the end), so
     /// the unwind guard hands the update's never-published nodes to the domain (their values'
     /// drops run on the reclaimer, where a panic is caught) and keeps the tree as it was; the
-    /// writer lock is released by its guard (parking_lot does not poison).
-    fn update<R>(&self, f: impl FnOnce(&mut Update<'_, V>, &mut Vec<*mut Node<V>>) -> R) -> R {
+    /// writer lock is released by its guard (parking_lot does not poison). If `f` fails (a node
+    /// allocation failed, `OutOfMemory`, which also happens before any commit; or `alloc` found
+    /// no space), the update is abandoned the same way and the error returned.
+    fn update<R>(
+        &self,
+        f: impl FnOnce(&mut Update<'_, V>, &mut Vec<*mut Node<V>>) -> Result<R, MapError>,
+    ) -> Result<R, MapError> {
         /// Abandons the update if `f` unwinds.
         struct Unwind<'a, 't, V: Clone + Send + Sync + 'static> {
             up: Option<Update<'t, V>>,
@@ -163,12 +185,12 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             let fresh = std::mem::take(fresh);
             // SAFETY: the writer lock is held for the update's lifetime, so this is the only
             // writer; the batch is freed by the domain after a grace period (`reclaim`).
-            let up = unsafe { Update::with_scratch(&self.tree, fresh) };
+            let up = unsafe { Update::with_scratch(&self.tree, fresh, Some(&self.faults)) };
             let mut guard = Unwind {
                 up: Some(up),
                 domain: &self.domain,
             };
-            let r = f(guard.up.as_mut().expect("set above"), over);
+            let r = f(guard.up.as_mut().expect("set above"), over)?;
             let up = guard.up.take().expect("taken once");
             over.clear();
             let (retired, fresh) = up.finish_with_scratch();
@@ -176,7 +198,7 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             (r, retired)
         };
         self.reclaim(retired);
-        r
+        Ok(r)
     }
 
     /// The `map` decomposition into steps (see the module doc for the order and its rationale).
@@ -189,7 +211,7 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         over: &mut Vec<*mut Node<V>>,
         range: Interval,
         value: Option<V>,
-    ) {
+    ) -> Result<(), MapError> {
         let Interval { start: s, end: e } = range;
         // SAFETY: the writer lock is held; nodes reached stay allocated until this update's batch
         // is freed after a grace period, i.e. after this function returns.
@@ -201,10 +223,10 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         };
         let Some((&first_p, &last_p)) = over.first().zip(over.last()) else {
             if let Some(v) = value {
-                up.insert(s, e, v);
+                up.insert(s, e, v)?;
                 self.count.fetch_add(1, Ordering::Relaxed);
             }
-            return;
+            return Ok(());
         };
         let (first, last) = (up.node(first_p), up.node(last_p));
         let head = first.start < s;
@@ -219,23 +241,23 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         let mut added = 0usize;
         let mut removed = 0usize;
         if tail_inserted {
-            up.insert(e, last.end, last.value.clone());
+            up.insert(e, last.end, last.value.clone())?;
             added += 1;
         }
         // Step 2: the new interval.
         let mut first_replaced = false;
         if let Some(v) = value {
             if first.start == s {
-                up.replace(s, s, e, v);
+                up.replace(s, s, e, v)?;
                 first_replaced = true;
             } else {
-                up.insert(s, e, v);
+                up.insert(s, e, v)?;
                 added += 1;
             }
         }
         // Step 3: trim the head, remove the middle, re-key the tail.
         if head {
-            up.replace(first.start, first.start, s, first.value.clone());
+            up.replace(first.start, first.start, s, first.value.clone())?;
         }
         let last_i = over.len() - 1;
         for (i, &p) in over.iter().enumerate() {
@@ -244,14 +266,15 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
             }
             let n = up.node(p);
             if i == last_i && tail && !tail_inserted {
-                up.replace(n.start, e, n.end, n.value.clone());
+                up.replace(n.start, e, n.end, n.value.clone())?;
             } else {
-                up.delete(n.start);
+                up.delete(n.start)?;
                 removed += 1;
             }
         }
         self.count.fetch_add(added, Ordering::Relaxed);
         self.count.fetch_sub(removed, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -289,8 +312,7 @@ where
 
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let range = Interval::try_from(range)?;
-        self.update(|up, over| self.map_locked(up, over, range, value));
-        Ok(())
+        self.update(|up, over| self.map_locked(up, over, range, value))
     }
 
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
@@ -299,7 +321,7 @@ where
             // SAFETY: the writer lock is held (inside `update`); `len > 0` (checked above).
             let start = unsafe { self.tree.first_fit(within, len) }
                 .ok_or(MapError::NoSpace { len, within })?;
-            up.insert(start, start + len, value);
+            up.insert(start, start + len, value)?;
             self.count.fetch_add(1, Ordering::Relaxed);
             Ok(Interval {
                 start,

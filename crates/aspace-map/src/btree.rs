@@ -27,6 +27,7 @@
 //! It is the baseline the RCU maps are measured against (the `coarse` address-space design).
 
 use crate::contract::{Interval, IntervalMap, MapError, KEY_SPACE_END};
+use crate::fault::AllocBudget;
 use crate::free_gaps::FreeGaps;
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
@@ -40,6 +41,8 @@ pub struct BTreeIntervalMap<V> {
     /// The intervals and their free-gap index. Protected by the lock: read mode for
     /// `query`/`visit`/`len`, write mode for `map`/`alloc`.
     tree: RwLock<Tree<V>>,
+    /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
+    faults: AllocBudget,
 }
 
 /// What the lock protects.
@@ -59,7 +62,21 @@ impl<V> BTreeIntervalMap<V> {
                 ivs: BTreeMap::new(),
                 gaps: FreeGaps::new(),
             }),
+            faults: AllocBudget::default(),
         }
+    }
+
+    /// Testing hook (issue 10's fault injection): after `n` more interval allocations succeed,
+    /// every further one fails with [`MapError::OutOfMemory`] (the operation changes nothing),
+    /// until called with `None`. Off by default; not for production use.
+    ///
+    /// The btree's nodes are `std::collections::BTreeMap`'s, which abort on a real allocation
+    /// failure; so the hook is consulted in each update's prepare step, under the lock and
+    /// before the first change, once per interval the update will insert (the new one, a split
+    /// or re-keyed tail).
+    #[doc(hidden)]
+    pub fn fail_allocations_after(&self, n: Option<usize>) {
+        self.faults.set(n);
     }
 
     /// Checks that the free-gap index is exactly the complement of the intervals (recomputed
@@ -130,6 +147,15 @@ where
         let Interval { start, end } = Interval::try_from(range)?;
         let mut guard = self.tree.write();
         let Tree { ivs, gaps } = &mut *guard;
+        // Prepare: one allocation per interval inserted below (the new one; the tail of the
+        // last interval reaching past `end`), taken before anything changes.
+        let tail_insert = ivs
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, &(e, _))| e > end);
+        for _ in 0..usize::from(value.is_some()) + usize::from(tail_insert) {
+            self.faults.take()?;
+        }
         // Every interval this update removes or trims loses its end (unless a tail keeps it,
         // past `end`), so the gap starting there is forgotten (see `free_gaps.rs`).
         // The interval reaching into `range` from below keeps its head; if it also reaches past
@@ -192,6 +218,8 @@ where
             .gaps
             .first_fit(within, len)
             .ok_or(MapError::NoSpace { len, within })?;
+        // Prepare: the one interval inserted below.
+        self.faults.take()?;
         let iv = Interval {
             start,
             end: start + len,

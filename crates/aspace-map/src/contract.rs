@@ -123,6 +123,10 @@ pub enum MapError {
         /// The range searched.
         within: Interval,
     },
+    /// A node allocation failed (or was made to fail by a map's `fail_allocations_after`
+    /// testing hook) before anything was published (Linux: `ENOMEM`).
+    #[error("out of memory")]
+    OutOfMemory,
 }
 
 impl MapError {
@@ -130,7 +134,9 @@ impl MapError {
     pub fn errno(&self) -> i32 {
         match self {
             MapError::Unaligned(_) | MapError::EmptyRange { .. } => libc::EINVAL,
-            MapError::OutOfRange { .. } | MapError::NoSpace { .. } => libc::ENOMEM,
+            MapError::OutOfRange { .. } | MapError::NoSpace { .. } | MapError::OutOfMemory => {
+                libc::ENOMEM
+            }
         }
     }
 }

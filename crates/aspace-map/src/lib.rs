@@ -27,6 +27,11 @@
 //!   bonsai's writer lock and skiplist node locks while an update clones remainders. Every map
 //!   is panic-safe there: a panic leaves the map consistent (before the commit: unchanged),
 //!   releases its locks and frees nothing a reader may still hold (`tests/panic_safety.rs`).
+//! - Every node allocation of an update is fallible and comes before its commit: a failure
+//!   (`MapError::OutOfMemory`; tests inject it with each map's `fail_allocations_after`,
+//!   `fault.rs`) changes nothing and releases every lock. The RCU domain's callback boxes are
+//!   the global allocator's (abort on failure), at most one per update (bonsai) or per 64
+//!   retired nodes (skiplist).
 //! - Nodes unlinked by an update are freed after a grace period of the map's domain (bonsai:
 //!   one batch per update; skiplist: batched per reader slot, `skiplist/retire.rs`).
 //!
@@ -37,6 +42,7 @@
 pub mod bonsai;
 pub mod btree;
 pub mod contract;
+mod fault;
 mod free_gaps;
 pub mod skiplist;
 mod sync;

@@ -36,7 +36,7 @@
 //!   links are never DELETED); a LOCKED predecessor is stepped over, never CASed.
 //! - *Height-increment CAS failure*: the level is retried after a fresh `find`, never abandoned.
 //! - *Hints*: a hint is a lower bound of the arena's first free page, versioned so that a free
-//!   racing an alloc cannot be jumped over (see `arena.rs`); first fit stays exact sequentially.
+//!   racing an alloc cannot be jumped over (see `skiplist/hint.rs`); first fit stays exact sequentially.
 //! - *Separators under intervals*: a mapping across an arena boundary drops the separator it
 //!   covers; swaps re-create separators at uncovered boundaries (see `arena.rs`).
 //!
@@ -66,6 +66,7 @@
 
 mod alloc;
 pub mod arena;
+mod hint;
 mod link;
 mod lock;
 mod node;
@@ -81,11 +82,11 @@ mod loom_tests;
 pub use arena::{ArenaLayout, SEPARATOR_THRESHOLD};
 
 use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END};
+use crate::fault::AllocBudget;
 use crate::validate::{check_alloc, check_guard};
-use alloc::AllocOutcome;
-use arena::Hint;
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
+use hint::{retreat_overlapping, Hint, Hinted, HintedSearch};
 use lock::HeldNodes;
 use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
@@ -108,6 +109,8 @@ pub struct SkipListMap<V> {
     arenas: Option<(ArenaLayout, Box<[CachePadded<Hint>]>)>,
     /// Ordinary nodes' maximum height.
     cap: usize,
+    /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
+    faults: AllocBudget,
 }
 
 thread_local! {
@@ -156,6 +159,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 .collect(),
             arenas: None,
             cap: MAX_HEIGHT,
+            faults: AllocBudget::default(),
         }
     }
 
@@ -198,6 +202,14 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         m
     }
 
+    /// Testing hook (issue 10's fault injection): after `n` more node allocations succeed,
+    /// every further one fails with [`MapError::OutOfMemory`] (the operation changes nothing),
+    /// until called with `None`. Off by default; not for production use.
+    #[doc(hidden)]
+    pub fn fail_allocations_after(&self, n: Option<usize>) {
+        self.faults.set(n);
+    }
+
     /// The arena layout, if any.
     pub fn arena_layout(&self) -> Option<ArenaLayout> {
         self.arenas.as_ref().map(|(l, _)| *l)
@@ -236,6 +248,9 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// `hint`, if any, came from the `lock_range_at` that took `locked` in that same section.
     ///
     /// The old nodes (`locked[1..]`) go to `retired`, the caller's slot's list.
+    ///
+    /// Fails with `OutOfMemory` if a new node cannot be allocated: nothing changed then (the
+    /// nodes are made before the swap), the range is released and the new values are dropped.
     #[allow(clippy::too_many_arguments)]
     unsafe fn swap_with(
         &self,
@@ -246,7 +261,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         stripe: usize,
         hint: Option<(&Position<V>, usize)>,
         retired: &mut RetireList<V>,
-    ) {
+    ) -> Result<(), MapError> {
         let new_ivs = new_ivs.into_iter();
         let old = &locked[1..];
         // SAFETY (whole function): held nodes are alive and immutable except their links.
@@ -288,19 +303,22 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         }
         items.sort_by_key(|&(a, z, _, _)| (a, z));
         let mut delta = 0isize;
-        let nodes: Vec<_> = items
-            .into_iter()
-            .map(|(a, z, k, v)| {
-                let h = if k == Kind::Separator {
-                    let (layout, _) = self.arenas.as_ref().expect("separators need arenas");
-                    ArenaLayout::separator_height(layout.boundary_index(a))
-                } else {
-                    delta += 1;
-                    random_height(self.cap)
-                };
-                Node::alloc(a, z, h, k, v)
-            })
-            .collect();
+        let mut nodes = Unpublished(Vec::with_capacity(items.len()));
+        for (a, z, k, v) in items {
+            let h = if k == Kind::Separator {
+                let (layout, _) = self.arenas.as_ref().expect("separators need arenas");
+                ArenaLayout::separator_height(layout.boundary_index(a))
+            } else {
+                delta += 1;
+                random_height(self.cap)
+            };
+            // On failure `nodes` frees what was made and `locked` releases the range (their
+            // drops); the values not yet moved into nodes are dropped with `items`.
+            nodes
+                .0
+                .push(Node::try_alloc(a, z, h, k, v, Some(&self.faults))?);
+        }
+        let nodes = std::mem::take(&mut nodes.0);
         for &o in old {
             // SAFETY: held nodes are alive and their intervals and values immutable.
             if unsafe { (*o).is_interval() } {
@@ -314,64 +332,55 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         self.add_len(stripe, delta);
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
-                for (k, hint) in hints.iter().enumerate() {
-                    let a = layout.arena(k);
-                    if a.start < e && s < a.end {
-                        hint.retreat(s.max(a.start));
-                    }
-                }
+                retreat_overlapping(layout, hints.iter().map(|h| &**h), s, e);
             }
         }
         // The predecessor stays; the old nodes are now unreachable for later operations.
         // SAFETY: unlinked by the swap above, retired once (we held them).
         unsafe { retired.retire(&locked[1..], self.readers.domain()) };
+        Ok(())
     }
 
-    /// `alloc` that hands the value back on failure (so callers can try elsewhere).
-    fn alloc_inner(&self, within: Interval, len: u64, value: V) -> Result<Interval, (MapError, V)> {
+    /// `alloc` that hands the value back when there is no space (so callers can try
+    /// elsewhere); `None` with `OutOfMemory`.
+    fn alloc_inner(
+        &self,
+        within: Interval,
+        len: u64,
+        value: V,
+    ) -> Result<Interval, (MapError, Option<V>)> {
         let arena = self
             .arenas
             .as_ref()
-            .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &hints[k]));
+            .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &*hints[k]));
         self.readers.with(|_, stripe, retired| {
-            let node = Node::alloc(0, 0, random_height(self.cap), Kind::Interval, Some(value));
-            // Cleared when a search from the hint found no room: the retry starts at the arena
-            // start, so a hint left too high (a wrapped version, see `arena.rs`) hides no gap.
-            let mut use_hint = true;
+            let height = random_height(self.cap);
+            let node = Node::try_alloc(
+                0,
+                0,
+                height,
+                Kind::Interval,
+                Some(value),
+                Some(&self.faults),
+            )
+            .map_err(|e| (e, None))?;
+            let mut search = HintedSearch::new(arena);
             loop {
-                let (seen, from) = match arena {
-                    Some(h) if use_hint => {
-                        let (w, a) = h.read();
-                        if within.start <= a {
-                            (Some(w), a.min(within.end))
-                        } else {
-                            (None, within.start)
-                        }
-                    }
-                    _ => (None, within.start),
-                };
-                // SAFETY: inside a read section; `node` is fresh.
-                match unsafe { self.raw.alloc_insert(from, within.end, len, node) } {
-                    AllocOutcome::Inserted { start, covered_to } => {
+                // SAFETY: inside a read section; `node` is fresh (or handed back by `run`).
+                match unsafe { search.run(&self.raw, within, len, node) } {
+                    Hinted::Inserted(start) => {
                         self.add_len(stripe, 1);
-                        if let (Some(h), Some(w)) = (arena, seen) {
-                            h.advance(w, covered_to);
-                        }
                         return Ok(Interval {
                             start,
                             end: start + len,
                         });
                     }
-                    AllocOutcome::NoSpace if from > within.start => {
-                        use_hint = false;
-                        continue;
-                    }
-                    AllocOutcome::NoSpace => {
+                    Hinted::NoSpace => {
                         // SAFETY: never published.
                         let v = unsafe { Node::into_value(node) };
-                        return Err((MapError::NoSpace { len, within }, v));
+                        return Err((MapError::NoSpace { len, within }, Some(v)));
                     }
-                    AllocOutcome::Straddle(g) => {
+                    Hinted::Straddle(g) => {
                         let mut pos = Position::new();
                         // SAFETY: inside a read section.
                         let (locked, levels) =
@@ -395,7 +404,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         unsafe {
                             let hint = Some((&pos, levels));
                             self.swap_with(locked, g, g + len, Some((iv, v)), stripe, hint, retired)
-                        };
+                        }
+                        .map_err(|e| (e, None))?;
                         return Ok(iv);
                     }
                 }
@@ -414,13 +424,15 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         check_alloc(arena.start..arena.end, len)?;
         let mut value = match self.alloc_inner(arena, len, value) {
             Ok(iv) => return Ok(iv),
-            Err((_, v)) => v,
+            Err((_, Some(v))) => v,
+            Err((e, None)) => return Err(e),
         };
         for r in [layout.end()..KEY_SPACE_END, 0..layout.base] {
             if let Ok(w) = Interval::try_from(r) {
                 match self.alloc_inner(w, len, value) {
                     Ok(iv) => return Ok(iv),
-                    Err((_, v)) => value = v,
+                    Err((_, Some(v))) => value = v,
+                    Err((e, None)) => return Err(e),
                 }
             }
         }
@@ -521,10 +533,9 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
                 let (locked, levels) = self.raw.lock_range_at(iv.start, iv.end, &mut pos);
                 let new = value.map(|v| (iv, v));
                 let hint = Some((&pos, levels));
-                self.swap_with(locked, iv.start, iv.end, new, stripe, hint, retired);
+                self.swap_with(locked, iv.start, iv.end, new, stripe, hint, retired)
             }
-        });
-        Ok(())
+        })
     }
 
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
@@ -582,7 +593,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
 
     /// Replaces the contents of the held range by `new_intervals`; parts of overlapped intervals
     /// outside the held range are kept. An interval outside the range or overlapping another is
-    /// refused with `OutOfRange` (nothing changes; the range is released).
+    /// refused with `OutOfRange`, a failed node allocation with `OutOfMemory` (nothing changes;
+    /// the range is released).
     fn swap(
         &self,
         locked: SkipLocked<'_, V>,
@@ -609,8 +621,18 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
             // SAFETY: `nodes` are held (moved out of the lock; released on unwind).
             // No hint: the lock was taken in another read section.
             unsafe { self.swap_with(nodes, r.start, r.end, new_intervals, stripe, None, retired) }
-        });
-        Ok(())
+        })
+    }
+}
+
+/// Nodes made for a swap that has not happened: freed (with their values) if it never does.
+struct Unpublished<V>(Vec<*mut Node<V>>);
+
+impl<V> Drop for Unpublished<V> {
+    fn drop(&mut self) {
+        // SAFETY: the nodes came from `Node::try_alloc` and were never published (a swap takes
+        // them out of this list before it links them), so this is their only owner.
+        unsafe { Node::dealloc_all(&mut self.0) };
     }
 }
 

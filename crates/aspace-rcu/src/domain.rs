@@ -14,7 +14,8 @@
 //! Not for: the algorithms themselves (`memb.rs`, `qsbr.rs`, `reclaimer.rs`).
 
 use crate::config::DomainConfig;
-use crate::flavor::{Flavor, Memb, MembMode, Qsbr};
+use crate::flavor::{Flavor, Memb, Qsbr};
+use crate::membarrier::MembMode;
 use crate::reclaimer::{Entry, Queue};
 use crate::registry::{Registry, SlotRef};
 use crate::stats::{Counters, Stats};

@@ -38,15 +38,6 @@ impl Flavor for Qsbr {
     const NAME: &'static str = "qsbr";
 }
 
-/// Which reader-side barrier mode a `memb` domain runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MembMode {
-    /// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is registered: readers use compiler fences only.
-    Membarrier,
-    /// membarrier is unavailable: readers issue full fences (slower reads, same guarantees).
-    FenceFallback,
-}
-
 pub(crate) mod sealed {
     use super::*;
 

@@ -97,6 +97,6 @@ mod wait;
 
 pub use config::DomainConfig;
 pub use domain::{Domain, Guard, Reader};
-pub use flavor::{Flavor, Memb, MembMode, Qsbr};
-pub use membarrier::MembarrierError;
+pub use flavor::{Flavor, Memb, Qsbr};
+pub use membarrier::{MembMode, MembarrierError};
 pub use stats::Stats;

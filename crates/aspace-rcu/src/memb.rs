@@ -94,8 +94,8 @@
 //! Not for: readers that block for long (they delay every grace period; use qsbr `offline()` or
 //! keep sections short).
 
-use crate::flavor::MembMode;
 use crate::membarrier::force_mb_in_threads;
+use crate::membarrier::MembMode;
 use crate::registry::{Registry, SlotRef};
 use crate::stats::Counters;
 use crate::sync::{fence, reader_light_barrier, AtomicUsize, Mutex};

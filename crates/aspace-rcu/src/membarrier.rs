@@ -22,7 +22,14 @@
 //!
 //! Not for: anything but the `memb` flavor's writer side.
 
-use crate::flavor::MembMode;
+/// Which reader-side barrier mode a `memb` domain runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MembMode {
+    /// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is registered: readers use compiler fences only.
+    Membarrier,
+    /// membarrier is unavailable: readers issue full fences (slower reads, same guarantees).
+    FenceFallback,
+}
 
 /// Why the membarrier mode is not available (the domain then runs in fence-fallback mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

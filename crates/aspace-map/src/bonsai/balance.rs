@@ -19,10 +19,12 @@
 use super::node::Node;
 use super::tree::{is_balanced, RATIO};
 use super::update::Update;
+use crate::contract::MapError;
 use crate::sync::Ordering;
 
 impl<V: Clone> Update<'_, V> {
-    /// The balanced subtree of `l`, `n`'s interval and `r` (see the module doc).
+    /// The balanced subtree of `l`, `n`'s interval and `r` (see the module doc). Fails only
+    /// with `OutOfMemory` from a node allocation, which comes before any in-place commit.
     ///
     /// If no rotation is needed and `n` is published with exactly one child changed, `in_place`
     /// allows committing by storing that child into `n` (the §3.3 optimisation); otherwise `n`
@@ -33,7 +35,7 @@ impl<V: Clone> Update<'_, V> {
         l: *mut Node<V>,
         r: *mut Node<V>,
         in_place: bool,
-    ) -> *mut Node<V> {
+    ) -> Result<*mut Node<V>, MapError> {
         let (sl, sr) = (self.size_of(l), self.size_of(r));
         if !is_balanced(sl, sr) {
             return self.rotate_left(n, l, r);
@@ -52,7 +54,7 @@ impl<V: Clone> Update<'_, V> {
         if ol == l && or == r {
             // Nothing to publish here (any change below was committed in place already).
             self.resummarize(cur, l, r);
-            return n;
+            return Ok(n);
         }
         if in_place && (ol == l || or == r) {
             // Release: the commit of this step; publishes the fresh nodes of the new child
@@ -65,7 +67,7 @@ impl<V: Clone> Update<'_, V> {
             // Counted at once: from the store on, an unwinding update must not free what it made.
             self.committed();
             self.resummarize(cur, l, r);
-            return n;
+            return Ok(n);
         }
         self.remake(n, l, r)
     }
@@ -77,7 +79,7 @@ impl<V: Clone> Update<'_, V> {
         n: *mut Node<V>,
         l: *mut Node<V>,
         r: *mut Node<V>,
-    ) -> *mut Node<V> {
+    ) -> Result<*mut Node<V>, MapError> {
         let cur = self.node(n);
         if self.is_fresh(n) {
             // Relaxed: `n` is not reachable by readers; the commit that publishes it is a Release
@@ -85,25 +87,30 @@ impl<V: Clone> Update<'_, V> {
             cur.left.store(l, Ordering::Relaxed);
             cur.right.store(r, Ordering::Relaxed);
             self.resummarize(cur, l, r);
-            n
+            Ok(n)
         } else {
             // A clone of the caller's value: before the step's commit (see `Update::before_commit`).
             self.before_commit();
-            let c = self.fresh_node(cur.start, cur.end, cur.value.clone(), l, r);
+            let c = self.fresh_node(cur.start, cur.end, cur.value.clone(), l, r)?;
             self.retire(n);
-            c
+            Ok(c)
         }
     }
 
     /// `r` is too heavy: single or double left rotation (Fig. 3, 7, 8(a)), out of place.
-    fn rotate_left(&mut self, n: *mut Node<V>, l: *mut Node<V>, r: *mut Node<V>) -> *mut Node<V> {
+    fn rotate_left(
+        &mut self,
+        n: *mut Node<V>,
+        l: *mut Node<V>,
+        r: *mut Node<V>,
+    ) -> Result<*mut Node<V>, MapError> {
         let rn = self.node(r);
         let (rl, rr) = (
             rn.left.load(Ordering::Relaxed),
             rn.right.load(Ordering::Relaxed),
         );
         if self.size_of(rl) + 1 < RATIO * (self.size_of(rr) + 1) {
-            let a = self.remake(n, l, rl);
+            let a = self.remake(n, l, rl)?;
             self.remake(r, a, rr)
         } else {
             let rln = self.node(rl);
@@ -111,21 +118,26 @@ impl<V: Clone> Update<'_, V> {
                 rln.left.load(Ordering::Relaxed),
                 rln.right.load(Ordering::Relaxed),
             );
-            let a = self.remake(n, l, rll);
-            let c = self.remake(r, rlr, rr);
+            let a = self.remake(n, l, rll)?;
+            let c = self.remake(r, rlr, rr)?;
             self.remake(rl, a, c)
         }
     }
 
     /// `l` is too heavy: the mirror image of [`Update::rotate_left`].
-    fn rotate_right(&mut self, n: *mut Node<V>, l: *mut Node<V>, r: *mut Node<V>) -> *mut Node<V> {
+    fn rotate_right(
+        &mut self,
+        n: *mut Node<V>,
+        l: *mut Node<V>,
+        r: *mut Node<V>,
+    ) -> Result<*mut Node<V>, MapError> {
         let ln = self.node(l);
         let (ll, lr) = (
             ln.left.load(Ordering::Relaxed),
             ln.right.load(Ordering::Relaxed),
         );
         if self.size_of(lr) + 1 < RATIO * (self.size_of(ll) + 1) {
-            let a = self.remake(n, lr, r);
+            let a = self.remake(n, lr, r)?;
             self.remake(l, ll, a)
         } else {
             let lrn = self.node(lr);
@@ -133,8 +145,8 @@ impl<V: Clone> Update<'_, V> {
                 lrn.left.load(Ordering::Relaxed),
                 lrn.right.load(Ordering::Relaxed),
             );
-            let a = self.remake(n, lrr, r);
-            let c = self.remake(l, ll, lrl);
+            let a = self.remake(n, lrr, r)?;
+            let c = self.remake(l, ll, lrl)?;
             self.remake(lr, c, a)
         }
     }

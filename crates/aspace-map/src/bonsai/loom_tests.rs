@@ -38,7 +38,7 @@ fn build(tree: &RawTree<u64>, keys: &[u64]) {
     for &k in keys {
         // SAFETY: single writer; no reader runs yet, so the batch may be dropped at once.
         let mut up = unsafe { Update::new(tree) };
-        up.insert(k * P, (k + 1) * P, k);
+        up.insert(k * P, (k + 1) * P, k).unwrap();
         drop(up.finish());
     }
 }
@@ -70,7 +70,11 @@ fn lookups(tree: &RawTree<u64>, keys: &[u64]) {
 }
 
 /// The writer's update, then the checks that run after the reader is joined.
-fn race(initial: &'static [u64], look: &'static [u64], update: fn(&mut Update<'_, u64>)) {
+fn race(
+    initial: &'static [u64],
+    look: &'static [u64],
+    update: fn(&mut Update<'_, u64>) -> Result<(), crate::MapError>,
+) {
     model(move || {
         let tree = Arc::new(RawTree::new());
         build(&tree, initial);
@@ -78,7 +82,7 @@ fn race(initial: &'static [u64], look: &'static [u64], update: fn(&mut Update<'_
         let reader = thread::spawn(move || lookups(&t, look));
         // SAFETY: the only writer; the batch is kept until the reader is joined.
         let mut up = unsafe { Update::new(&tree) };
-        update(&mut up);
+        update(&mut up).unwrap();
         let retired = up.finish();
         reader.join().unwrap();
         let live = reachable(&tree);
@@ -93,11 +97,12 @@ fn race(initial: &'static [u64], look: &'static [u64], update: fn(&mut Update<'_
 fn loom_lookup_racing_single_rotation_finds_present_keys() {
     // 1 -> 2 -> 3 is a legal chain (weights 1 vs 3); inserting 4 rotates at the root.
     race(&[1, 2, 3], &[1, 3, 2], |up| {
-        up.insert(4 * P, 5 * P, 4);
+        up.insert(4 * P, 5 * P, 4)?;
         // The root rotates, so the path below it (3, then the new leaf) is built out of place
         // and the whole step is published by the root store alone: one commit per step, after
         // every node of the step was made (panic safety, see `update.rs`).
         assert_eq!(up.commits(), 1);
+        Ok(())
     });
 }
 

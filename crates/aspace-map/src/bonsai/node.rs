@@ -32,9 +32,11 @@
 //!
 //! Not for: anything but the Bonsai tree (`tree.rs`, `update.rs`).
 
-use super::augment::Summary;
-use crate::contract::PAGE_SIZE;
+use super::summary::Summary;
+use crate::contract::{MapError, PAGE_SIZE};
+use crate::fault::AllocBudget;
 use crate::sync::{AtomicPtr, Ordering};
+use std::alloc::{alloc, Layout};
 use std::ptr;
 use std::sync::atomic::AtomicU64 as WriterOnlyU64;
 
@@ -62,16 +64,28 @@ pub(crate) struct Node<V> {
 
 impl<V> Node<V> {
     /// A heap node with the given fields and `sum`, the summary of its subtree (computed by the
-    /// writer from its children's); the caller owns the returned pointer.
-    pub(crate) fn alloc(
+    /// writer from its children's). The one fallible node allocation of Bonsai updates: takes one unit of `budget` (the
+    /// test hook, `fault.rs`) first, then allocates; on failure (injected or real) drops `value`
+    /// and returns `OutOfMemory`. The caller owns the returned pointer (freed as a `Box`).
+    pub(crate) fn try_alloc(
         start: u64,
         end: u64,
         value: V,
         left: *mut Node<V>,
         right: *mut Node<V>,
         sum: Summary,
-    ) -> *mut Node<V> {
-        let node = Box::new(Node {
+        budget: Option<&AllocBudget>,
+    ) -> Result<*mut Node<V>, MapError> {
+        if let Some(b) = budget {
+            b.take()?;
+        }
+        let layout = Layout::new::<Node<V>>();
+        // SAFETY: `Node<V>` has a non-zero size (two pointers and the summary at least).
+        let p = unsafe { alloc(layout) }.cast::<Node<V>>();
+        if p.is_null() {
+            return Err(MapError::OutOfMemory);
+        }
+        let node = Node {
             start,
             left: AtomicPtr::new(left),
             right: AtomicPtr::new(right),
@@ -80,11 +94,14 @@ impl<V> Node<V> {
             summary: PackedSummary::new(sum),
             #[cfg(loom)]
             witness: loom::cell::UnsafeCell::new(0),
-        });
+        };
         #[cfg(loom)]
         // SAFETY: the node is not shared yet; this is the tracked initialising write.
         node.witness.with_mut(|p| unsafe { *p = start });
-        Box::into_raw(node)
+        // SAFETY: `p` is a fresh allocation of `Node<V>`'s layout from the global allocator,
+        // so it may later be freed as a `Box<Node<V>>` (std's `Box` memory layout rules).
+        unsafe { p.write(node) };
+        Ok(p)
     }
 
     /// The stored subtree summary (writer only).

@@ -18,8 +18,9 @@
 //!
 //! Not for: writing (see `update.rs`); the safe API (see `bonsai.rs`).
 
-use super::augment::{first_fit_locked, Summary};
+use super::augment::first_fit_locked;
 use super::node::Node;
+use super::summary::Summary;
 use crate::contract::Interval;
 use crate::sync::{AtomicPtr, Ordering};
 use std::marker::PhantomData;

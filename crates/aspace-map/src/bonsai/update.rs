@@ -41,10 +41,12 @@
 //!
 //! Not for: the interval semantics (`map`/`alloc` decomposition lives in `bonsai.rs`).
 
-use super::augment::Summary;
 use super::node::{null, summary_of, Node};
 use super::retire::Retired;
+use super::summary::Summary;
 use super::tree::{is_balanced, RawTree};
+use crate::contract::MapError;
+use crate::fault::AllocBudget;
 use crate::sync::Ordering;
 
 /// One update of a `RawTree` (see the module doc). It is the writer's token: it can only be
@@ -68,6 +70,8 @@ pub(crate) struct Update<'t, V> {
     pub(super) commits: usize,
     /// `commits` when the current step began: a step makes no node after its commit.
     step_start: usize,
+    /// The map's allocation-failure test hook (`fault.rs`), if any.
+    faults: Option<&'t AllocBudget>,
 }
 
 impl<'t, V> Update<'t, V> {
@@ -144,15 +148,19 @@ impl<'t, V: Clone> Update<'t, V> {
     #[cfg(test)]
     pub(crate) unsafe fn new(tree: &'t RawTree<V>) -> Self {
         // SAFETY: forwarded from the caller.
-        unsafe { Self::with_scratch(tree, Vec::new()) }
+        unsafe { Self::with_scratch(tree, Vec::new(), None) }
     }
 
     /// [`Update::new`] with an empty buffer to reuse for the fresh-node list (see
-    /// [`Update::finish_with_scratch`]).
+    /// [`Update::finish_with_scratch`]) and the map's allocation-failure hook.
     ///
     /// # Safety
     /// As for [`Update::new`].
-    pub(crate) unsafe fn with_scratch(tree: &'t RawTree<V>, fresh: Vec<*mut Node<V>>) -> Self {
+    pub(crate) unsafe fn with_scratch(
+        tree: &'t RawTree<V>,
+        fresh: Vec<*mut Node<V>>,
+        faults: Option<&'t AllocBudget>,
+    ) -> Self {
         debug_assert!(fresh.is_empty());
         Self {
             tree,
@@ -164,6 +172,7 @@ impl<'t, V: Clone> Update<'t, V> {
             retired: Retired::new(),
             commits: 0,
             step_start: 0,
+            faults,
         }
     }
 
@@ -206,7 +215,8 @@ impl<'t, V: Clone> Update<'t, V> {
         (self.retired, self.fresh)
     }
 
-    /// Ends an update that is unwinding (a value's `Clone` or `Drop` panicked in a step): no
+    /// Ends an update that is unwinding (a value's `Clone` or `Drop` panicked in a step) or
+    /// that failed (a node allocation failed, which also happens before its step's commit): no
     /// step committed (a step commits last, atomic mode at `finish`), so the tree is exactly as
     /// before the update. Returns the nodes the update made (never published) for the caller
     /// to free; the published nodes it meant to retire are still linked and are kept.
@@ -250,7 +260,8 @@ impl<'t, V: Clone> Update<'t, V> {
         self.commits
     }
 
-    /// Allocates a fresh (unpublished) node.
+    /// Allocates a fresh (unpublished) node; on failure (`OutOfMemory`, `value` dropped) the
+    /// step has not committed (`before_commit`), so the caller abandons the update.
     pub(super) fn fresh_node(
         &mut self,
         start: u64,
@@ -258,12 +269,12 @@ impl<'t, V: Clone> Update<'t, V> {
         value: V,
         left: *mut Node<V>,
         right: *mut Node<V>,
-    ) -> *mut Node<V> {
+    ) -> Result<*mut Node<V>, MapError> {
         self.before_commit();
         let sum = Summary::join(start, end, self.summary_of(left), self.summary_of(right));
-        let n = Node::alloc(start, end, value, left, right, sum);
+        let n = Node::try_alloc(start, end, value, left, right, sum, self.faults)?;
         self.fresh.push(n);
-        n
+        Ok(n)
     }
 
     /// Whether `n` is not yet published (made by the current step; in atomic mode, by this
@@ -331,11 +342,13 @@ impl<'t, V: Clone> Update<'t, V> {
     }
 
     /// Inserts `[start, end)` with `value`. Precondition: no node has key `start`.
-    pub(crate) fn insert(&mut self, start: u64, end: u64, value: V) {
+    /// `OutOfMemory`: nothing was committed; the caller abandons the update.
+    pub(crate) fn insert(&mut self, start: u64, end: u64, value: V) -> Result<(), MapError> {
         let may_store = self.begin_step();
-        let leaf = self.fresh_node(start, end, value, null(), null());
-        let new = self.ins(self.root, leaf, start, may_store);
+        let leaf = self.fresh_node(start, end, value, null(), null())?;
+        let new = self.ins(self.root, leaf, start, may_store)?;
         self.commit_root(new);
+        Ok(())
     }
 
     /// `may_store`: no node above `n` rotates in this step, so `n`'s join may commit in place;
@@ -347,9 +360,9 @@ impl<'t, V: Clone> Update<'t, V> {
         leaf: *mut Node<V>,
         key: u64,
         may_store: bool,
-    ) -> *mut Node<V> {
+    ) -> Result<*mut Node<V>, MapError> {
         if n.is_null() {
-            return leaf;
+            return Ok(leaf);
         }
         let cur = self.node(n);
         let (l, r) = self.children(n);
@@ -357,22 +370,29 @@ impl<'t, V: Clone> Update<'t, V> {
         let left = key < cur.start;
         let below = may_store && !self.will_rotate(l, r, left, 1);
         if left {
-            let l = self.ins(l, leaf, key, below);
+            let l = self.ins(l, leaf, key, below)?;
             self.join(n, l, r, may_store)
         } else {
-            let r = self.ins(r, leaf, key, below);
+            let r = self.ins(r, leaf, key, below)?;
             self.join(n, l, r, may_store)
         }
     }
 
     /// Removes the node with key `start`. Precondition: it exists.
-    pub(crate) fn delete(&mut self, start: u64) {
+    /// `OutOfMemory`: nothing was committed; the caller abandons the update.
+    pub(crate) fn delete(&mut self, start: u64) -> Result<(), MapError> {
         let may_store = self.begin_step();
-        let new = self.del(self.root, start, may_store);
+        let new = self.del(self.root, start, may_store)?;
         self.commit_root(new);
+        Ok(())
     }
 
-    fn del(&mut self, n: *mut Node<V>, key: u64, may_store: bool) -> *mut Node<V> {
+    fn del(
+        &mut self,
+        n: *mut Node<V>,
+        key: u64,
+        may_store: bool,
+    ) -> Result<*mut Node<V>, MapError> {
         assert!(!n.is_null(), "delete of a missing key {key:#x}");
         let cur = self.node(n);
         let (l, r) = self.children(n);
@@ -380,25 +400,25 @@ impl<'t, V: Clone> Update<'t, V> {
             let left = key < cur.start;
             let below = may_store && !self.will_rotate(l, r, left, -1);
             if left {
-                let l = self.del(l, key, below);
+                let l = self.del(l, key, below)?;
                 self.join(n, l, r, may_store)
             } else {
-                let r = self.del(r, key, below);
+                let r = self.del(r, key, below)?;
                 self.join(n, l, r, may_store)
             }
         } else if l.is_null() {
             self.retire(n);
-            r
+            Ok(r)
         } else if r.is_null() {
             self.retire(n);
-            l
+            Ok(l)
         } else {
             // Replace `n` by a copy of its successor, removed from the right subtree out of
             // place (invariant 2): readers see either both old nodes or neither.
-            let (m, r) = self.delmin(r);
+            let (m, r) = self.delmin(r)?;
             let min = self.node(m);
             self.before_commit();
-            let d = self.fresh_node(min.start, min.end, min.value.clone(), null(), null());
+            let d = self.fresh_node(min.start, min.end, min.value.clone(), null(), null())?;
             self.retire(m);
             self.retire(n);
             self.join(d, l, r, may_store)
@@ -407,23 +427,32 @@ impl<'t, V: Clone> Update<'t, V> {
 
     /// Removes the minimum of the subtree at `n` (non-null) without touching published nodes:
     /// returns the (still linked, unchanged) minimum node and the new subtree.
-    fn delmin(&mut self, n: *mut Node<V>) -> (*mut Node<V>, *mut Node<V>) {
+    #[allow(clippy::type_complexity)]
+    fn delmin(&mut self, n: *mut Node<V>) -> Result<(*mut Node<V>, *mut Node<V>), MapError> {
         let (l, r) = self.children(n);
         if l.is_null() {
-            return (n, r);
+            return Ok((n, r));
         }
-        let (m, l) = self.delmin(l);
-        (m, self.join(n, l, r, false))
+        let (m, l) = self.delmin(l)?;
+        Ok((m, self.join(n, l, r, false)?))
     }
 
     /// Replaces the node with key `key` by a node `[start, end)` with `value`, keeping its
     /// children. Precondition: `key` exists and no other key lies between `key` and `start`
-    /// (the tree order is unchanged). One commit.
-    pub(crate) fn replace(&mut self, key: u64, start: u64, end: u64, value: V) {
+    /// (the tree order is unchanged). One commit. `OutOfMemory`: nothing was committed; the
+    /// caller abandons the update.
+    pub(crate) fn replace(
+        &mut self,
+        key: u64,
+        start: u64,
+        end: u64,
+        value: V,
+    ) -> Result<(), MapError> {
         let may_store = self.begin_step();
         let mut value = Some(value);
-        let new = self.repl(self.root, key, start, end, &mut value, may_store);
+        let new = self.repl(self.root, key, start, end, &mut value, may_store)?;
         self.commit_root(new);
+        Ok(())
     }
 
     fn repl(
@@ -434,22 +463,22 @@ impl<'t, V: Clone> Update<'t, V> {
         end: u64,
         value: &mut Option<V>,
         may_store: bool,
-    ) -> *mut Node<V> {
+    ) -> Result<*mut Node<V>, MapError> {
         assert!(!n.is_null(), "replace of a missing key {key:#x}");
         let cur = self.node(n);
         let (l, r) = self.children(n);
         // Sizes do not change: no rotation anywhere, so `may_store` passes down unchanged.
         if key < cur.start {
-            let l = self.repl(l, key, start, end, value, may_store);
+            let l = self.repl(l, key, start, end, value, may_store)?;
             self.join(n, l, r, may_store)
         } else if key > cur.start {
-            let r = self.repl(r, key, start, end, value, may_store);
+            let r = self.repl(r, key, start, end, value, may_store)?;
             self.join(n, l, r, may_store)
         } else {
             let value = value.take().expect("replace reached its key twice");
-            let c = self.fresh_node(start, end, value, l, r);
+            let c = self.fresh_node(start, end, value, l, r)?;
             self.retire(n);
-            c
+            Ok(c)
         }
     }
 }
@@ -460,10 +489,13 @@ mod tests {
     use crate::PAGE_SIZE as P;
 
     /// Runs one update on `tree`, then frees its batch at once (no readers in these tests).
-    fn with_update<V: Clone>(tree: &RawTree<V>, f: impl FnOnce(&mut Update<'_, V>)) -> usize {
+    fn with_update<V: Clone>(
+        tree: &RawTree<V>,
+        f: impl FnOnce(&mut Update<'_, V>) -> Result<(), MapError>,
+    ) -> usize {
         // SAFETY: single-threaded test: no other writer, no reader.
         let mut up = unsafe { Update::new(tree) };
-        f(&mut up);
+        f(&mut up).unwrap();
         let commits = up.commits();
         drop(up.finish());
         commits

@@ -29,6 +29,11 @@
 //!   (a loom-tracked cell written under the lock);
 //! - `swap_unlinks_its_tall_node_after_an_insert_links_in_front_of_it`: `find` restarts after a
 //!   failed helping CAS, else a swap could retire a node still linked at an upper level.
+//! - `a_free_behind_an_alloc_keeps_the_hint_below_it`: an alloc from the arena hint walks past a
+//!   covered page that a concurrent swap frees (and moves the hint back to) before the alloc
+//!   advances the hint; the hint must stay below the freed page, so that the next alloc is first
+//!   fit. Caught mutations: `Hint::retreat` without the version bump (the advance CAS then
+//!   succeeds), `Hint::advance` as a plain store.
 //!
 //! Mutations these models were checked against (each applied by hand, the model failed, restored):
 //! lock of an INVALIDATED predecessor treated as held (caught by the first model and by
@@ -48,12 +53,14 @@
 //! --release -p aspace-map --lib skiplist::loom_tests`.
 
 use super::alloc::AllocOutcome;
+use super::arena::ArenaLayout;
+use super::hint::{retreat_overlapping, Hint, Hinted, HintedSearch};
 use super::link::ptr;
 use super::node::{Kind, Node};
 use super::raw::RawSkipList;
 use super::traverse::Position;
 use crate::sync::{AtomicUsize, Ordering};
-use crate::PAGE_SIZE as P;
+use crate::{Interval, PAGE_SIZE as P};
 use loom::thread;
 use std::sync::Arc;
 
@@ -468,5 +475,55 @@ fn swap_unlinks_its_tall_node_after_an_insert_links_in_front_of_it() {
         assert_eq!(at_level(&list, 1), vec![(0, 1), (2, 3)], "level 1");
         let got = finish(&list, vec![r0, r1]);
         assert_eq!(got, vec![(0, 1, 1), (2, 3, 2), (4, 5, 4)]);
+    });
+}
+
+/// Hint version (`hint.rs`): the allocator reads the hint (page 0), walks past the covered pages
+/// 0 and 1 and claims page 2; the main thread frees page 1 and moves the hint back to
+/// `min(0, 1) = 0`, the address the allocator read. Only the version bump makes the allocator's
+/// advance (to page 3) fail when the free came after its read: otherwise the hint ends above the
+/// free page 1, and the next alloc from the hint returns page 3 instead of the lowest gap.
+#[test]
+fn a_free_behind_an_alloc_keeps_the_hint_below_it() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let layout = ArenaLayout {
+            count: 1,
+            size: 8 * P,
+            base: 0,
+        };
+        let arena = Interval::new(0, 8 * P).unwrap();
+        let hints = Arc::new([Hint::new(0)]);
+        let r0 = map(&list, 0, 2, vec![node(0, 1, 1, 1), node(1, 2, 1, 2)]);
+        let allocator = {
+            let (list, hints) = (Arc::clone(&list), Arc::clone(&hints));
+            thread::spawn(move || {
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe {
+                    HintedSearch::new(Some(&hints[0])).run(&list, arena, P, node(0, 0, 1, 7))
+                };
+                match got {
+                    Hinted::Inserted(start) => start / P,
+                    other => panic!("alloc failed: {other:?}"),
+                }
+            })
+        };
+        // A free: the swap, then the hints (as `SkipListMap::swap_with` does).
+        let r1 = map(&list, 1, 2, vec![]);
+        retreat_overlapping(&layout, hints.iter(), P, 2 * P);
+        let at = allocator.join().unwrap();
+        // Quiescent: the next alloc from the hint is exact first fit.
+        let next = node(0, 0, 1, 8);
+        // SAFETY: quiescent.
+        let got = unsafe { HintedSearch::new(Some(&hints[0])).run(&*list, arena, P, next) };
+        let lowest = if at == 1 { 2 } else { 1 };
+        assert!(at == 1 || at == 2, "alloc at page {at}");
+        assert_eq!(
+            got,
+            Hinted::Inserted(lowest * P),
+            "the hint ({:#x}) hides a free page",
+            hints[0].read().1
+        );
+        finish(&list, vec![r0, r1]);
     });
 }

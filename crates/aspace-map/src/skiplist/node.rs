@@ -15,6 +15,8 @@
 //!
 //! Not for: link protocols (see `link.rs` and the operations).
 
+use crate::contract::MapError;
+use crate::fault::AllocBudget;
 use crate::sync::{AtomicUsize, Ordering};
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::mem::MaybeUninit;
@@ -61,7 +63,8 @@ impl<V> Node<V> {
             .pad_to_align()
     }
 
-    /// Allocates a node whose links are all `null`/untagged, except level 0 which is `link0`.
+    /// A fresh node (the caller owns the pointer); aborts if memory is exhausted. For nodes
+    /// outside any map operation (the head, a new map's separators, loom models).
     pub(crate) fn alloc(
         start: u64,
         end: u64,
@@ -69,13 +72,31 @@ impl<V> Node<V> {
         kind: Kind,
         value: Option<V>,
     ) -> *mut Self {
+        Self::try_alloc(start, end, height, kind, value, None)
+            .unwrap_or_else(|_| handle_alloc_error(Self::layout(height)))
+    }
+
+    /// The one fallible node allocation of the skiplist's operations: takes one unit of
+    /// `budget` (the test hook, `fault.rs`) first, then allocates; on failure (injected or
+    /// real) drops `value` and returns `OutOfMemory`. The node is unpublished either way.
+    pub(crate) fn try_alloc(
+        start: u64,
+        end: u64,
+        height: usize,
+        kind: Kind,
+        value: Option<V>,
+        budget: Option<&AllocBudget>,
+    ) -> Result<*mut Self, MapError> {
         assert!((1..=MAX_HEIGHT).contains(&height), "height {height}");
         debug_assert_eq!(value.is_some(), kind == Kind::Interval);
+        if let Some(b) = budget {
+            b.take()?;
+        }
         let layout = Self::layout(height);
         // SAFETY: the layout has a non-zero size (the header alone is non-empty).
         let p = unsafe { alloc(layout) } as *mut Self;
         if p.is_null() {
-            handle_alloc_error(layout);
+            return Err(MapError::OutOfMemory);
         }
         let value = match value {
             Some(v) => MaybeUninit::new(v),
@@ -94,13 +115,13 @@ impl<V> Node<V> {
                 tower.add(i).write(AtomicUsize::new(0));
             }
         }
-        p
+        Ok(p)
     }
 
     /// Frees a node (drops its value and its links).
     ///
     /// # Safety
-    /// `p` came from [`Node::alloc`], is freed once, and no thread can reach it any more.
+    /// `p` came from [`Node::alloc`] or [`Node::try_alloc`], is freed once, and no thread can reach it any more.
     pub(crate) unsafe fn dealloc(p: *mut Self) {
         /// Frees the links and the memory, also when the value's drop (the caller's code)
         /// panics.

@@ -259,7 +259,7 @@ fn retired_nodes_are_batched_freed_by_later_operations_and_by_the_map_barrier() 
 /// and leaves the hint above the free page. The next alloc must still find that page.
 #[test]
 fn a_wrapped_hint_version_cannot_hide_a_free_gap() {
-    use super::arena::VERSION_MASK;
+    use super::hint::VERSION_MASK;
     let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
     let arena = LAYOUT.arena(0);
     let page = |i: u64| arena.start + i * P..arena.start + (i + 1) * P;

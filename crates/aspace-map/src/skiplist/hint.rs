@@ -1,0 +1,169 @@
+//! Per-arena allocation hints (SOSP'25 §5.3): versioned lower bounds of an arena's first free
+//! page, and the first-fit search that starts from one.
+//!
+//! Each arena keeps a *lower bound of its first free address* (every page in
+//! `[arena start, hint)` is covered), packed with a version in the low bits of the page-aligned
+//! address. A successful first-fit alloc that searched from the hint moves it to the end of the
+//! covered prefix it saw (`advance`: a CAS that fails if a free intervened: versions differ); a
+//! swap that may free space moves it back to the start of the swapped range (`retreat`: `min`,
+//! version + 1). Alloc starts its search at the hint ([`HintedSearch`]), which keeps the
+//! contract's "lowest gap" exact sequentially and makes contiguous allocation O(log n) instead of
+//! a walk over the arena.
+//!
+//! Why the version: an alloc reads the hint `h`, walks past a covered page `p >= h`, and claims a
+//! gap above it; a concurrent free of `p` moves the hint back to `min(h, p) = h`, the same
+//! address. Without the version bump the alloc's advance CAS would succeed and leave the hint
+//! above the free page `p`, which first fit would then skip (loom model
+//! `a_free_behind_an_alloc_keeps_the_hint_below_it` in `loom_tests.rs`).
+//!
+//! Version wrap: the version has 12 bits (the page offset; the key space is the whole 64-bit
+//! range, so no wider field fits one atomic word). An alloc that stalls between reading the hint
+//! and advancing it while exactly a multiple of 4096 frees hit its arena (and the address returns
+//! to the one it read) passes the version CAS and may move the hint over a gap freed meanwhile.
+//! That is made harmless rather than impossible: a hint is only a search start, and a search
+//! from the hint that finds the arena full is repeated from the arena start before the arena is
+//! declared full ([`HintedSearch::run`]), so such a gap is still found. Until then first fit
+//! may return a higher gap than the lowest (the arena's later frees move the hint back below
+//! it). Regression: `a_wrapped_hint_version_cannot_hide_a_free_gap` (tests use 2 version bits).
+//!
+//! Not for: arena layout and separators (`arena.rs`), the claim itself (`alloc.rs`).
+
+use super::alloc::AllocOutcome;
+use super::arena::ArenaLayout;
+use super::node::Node;
+use super::raw::RawSkipList;
+use crate::contract::Interval;
+#[cfg(not(test))]
+use crate::contract::PAGE_SIZE;
+use crate::sync::{AtomicU64, Ordering};
+
+/// The version bits of a hint word (the page offset bits of its address). Tests shrink it to 2
+/// bits so that a wrap can be forced in a few operations.
+#[cfg(not(test))]
+pub(crate) const VERSION_MASK: u64 = PAGE_SIZE - 1;
+#[cfg(test)]
+pub(crate) const VERSION_MASK: u64 = 3;
+
+/// One arena's hint: `address | version`.
+pub(crate) struct Hint(AtomicU64);
+
+impl Hint {
+    pub(crate) fn new(start: u64) -> Self {
+        Self(AtomicU64::new(start))
+    }
+
+    /// The packed word and the address in it. Relaxed: a hint is a search start, never used to
+    /// reach memory; its correctness argument is the version CAS, not ordering.
+    pub(crate) fn read(&self) -> (u64, u64) {
+        let w = self.0.load(Ordering::Relaxed);
+        (w, w & !VERSION_MASK)
+    }
+
+    /// Moves the hint forward to `to` if it is still `seen` (no free in between).
+    pub(crate) fn advance(&self, seen: u64, to: u64) {
+        let new = to | (seen & VERSION_MASK);
+        // Relaxed: see `read`.
+        let _ = self
+            .0
+            .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Moves the hint back to at most `to` and bumps the version.
+    pub(crate) fn retreat(&self, to: u64) {
+        // Relaxed: see `read`.
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                let addr = (w & !VERSION_MASK).min(to);
+                Some(addr | ((w + 1) & VERSION_MASK))
+            });
+    }
+}
+
+/// After a swap of `[s, e)` that may have freed space: moves back the hint of every arena that
+/// overlaps it to the start of its part of the range.
+/// `hints` are the arenas' hints in arena order.
+pub(crate) fn retreat_overlapping<'h>(
+    layout: &ArenaLayout,
+    hints: impl IntoIterator<Item = &'h Hint>,
+    s: u64,
+    e: u64,
+) {
+    for (k, hint) in hints.into_iter().enumerate() {
+        let a = layout.arena(k);
+        if a.start < e && s < a.end {
+            hint.retreat(s.max(a.start));
+        }
+    }
+}
+
+/// What a [`HintedSearch`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Hinted {
+    /// The node was inserted at this address (and the hint advanced if it was searched from).
+    Inserted(u64),
+    /// No gap of `len` in the whole range (searched from its start).
+    NoSpace,
+    /// The first fit starts here but covers a separator (see `alloc.rs`).
+    Straddle(u64),
+}
+
+/// One alloc's first-fit search of `within`, from its arena's hint if it has one.
+pub(crate) struct HintedSearch<'h> {
+    hint: Option<&'h Hint>,
+    /// Cleared when a search from the hint found no room: the retry starts at the range start,
+    /// so a hint left too high (a wrapped version, see the module doc) hides no gap.
+    use_hint: bool,
+}
+
+impl<'h> HintedSearch<'h> {
+    pub(crate) fn new(hint: Option<&'h Hint>) -> Self {
+        Self {
+            hint,
+            use_hint: true,
+        }
+    }
+
+    /// Claims the first gap of `len` bytes in `within` for `node`, searching from the hint (if
+    /// any, and if it lies in `within`) and again from `within.start` if that found no room.
+    /// On anything but `Inserted` the node is still the caller's; after a `Straddle` the caller
+    /// may call `run` again (the search keeps its state).
+    ///
+    /// # Safety
+    /// As `RawSkipList::alloc_insert`.
+    pub(crate) unsafe fn run<V>(
+        &mut self,
+        raw: &RawSkipList<V>,
+        within: Interval,
+        len: u64,
+        node: *mut Node<V>,
+    ) -> Hinted {
+        loop {
+            let (seen, from) = match self.hint {
+                Some(h) if self.use_hint => {
+                    let (w, a) = h.read();
+                    if within.start <= a {
+                        (Some(w), a.min(within.end))
+                    } else {
+                        (None, within.start)
+                    }
+                }
+                _ => (None, within.start),
+            };
+            // SAFETY: forwarded.
+            match unsafe { raw.alloc_insert(from, within.end, len, node) } {
+                AllocOutcome::Inserted { start, covered_to } => {
+                    if let (Some(h), Some(w)) = (self.hint, seen) {
+                        h.advance(w, covered_to);
+                    }
+                    return Hinted::Inserted(start);
+                }
+                AllocOutcome::NoSpace if from > within.start => {
+                    self.use_hint = false;
+                }
+                AllocOutcome::NoSpace => return Hinted::NoSpace,
+                AllocOutcome::Straddle(g) => return Hinted::Straddle(g),
+            }
+        }
+    }
+}
