@@ -69,6 +69,7 @@ impl Core {
     }
 
     /// A fresh anon identity from this core's block (a new block from `sh` when spent).
+    #[inline]
     pub(crate) fn fresh_anon(&mut self, sh: &Shared) -> AnonId {
         if self.anon.is_empty() {
             self.anon = sh.anon_ids.block();

@@ -21,6 +21,7 @@ use crate::semantics::{Bounds, Placement};
 use crate::types::Sharing;
 
 /// The highest `len`-byte gap of `regions` inside `bounds`, or `ENOMEM`.
+#[inline]
 fn top_down(regions: &impl RegionStore, len: u64, bounds: Bounds) -> Result<u64, VmError> {
     regions
         .find_gap_topdown(len, bounds)
@@ -59,6 +60,7 @@ pub(crate) fn find_locked(
 /// # Errors
 /// `EEXIST` for `MAP_FIXED_NOREPLACE` over a mapping; `ENOMEM` when no gap fits or the region
 /// count would exceed `max_count`. Nothing changed then.
+#[inline]
 pub(crate) fn map_placed_locked(
     core: &mut Core,
     regions: &mut impl RegionStore,

@@ -46,6 +46,7 @@ use std::ops::Range;
 /// The protection a page-table entry of a region gets when filled: a private writable region
 /// that has no anon identity yet maps the page without `WRITE`, like Linux's zero page, so that
 /// the first write faults and gives the region its identity (which decides merging).
+#[inline]
 fn pte_prot(attrs: &Attrs) -> Prot {
     if attrs.sharing == Sharing::Private && attrs.anon.is_none() && attrs.prot.contains(Prot::WRITE)
     {
@@ -64,24 +65,25 @@ fn pte_prot(attrs: &Attrs) -> Prot {
 }
 
 /// Fills `page` of `region` for `access`, first giving the region an anon identity on a write
-/// (a compatible adjacent neighbour's, else a fresh one).
+/// (a compatible adjacent neighbour's, else a fresh one). `next` is the region after `region`.
 ///
 /// # Preconditions
 /// `regions` is borrowed from the caller's lock (either mode), `region` is one of its regions,
 /// contains `page`, and allows `access`.
+#[inline]
 fn fill_locked(
     sh: &Shared,
     core: &mut Core,
     regions: &impl RegionStore,
-    region: RegionRef<'_>,
+    (region, next): (RegionRef<'_>, Option<RegionRef<'_>>),
     page: u64,
     access: Access,
 ) -> Result<(), FillError> {
     debug_assert!(region.start() <= page && page < region.end());
     let attrs = region.attrs();
     if access == Access::Write && attrs.anon.is_none() && attrs.sharing == Sharing::Private {
-        let (prev, next) = regions.neighbours(&region);
-        let id = adopted_anon(&region.region(), prev.as_ref(), next.as_ref())
+        let next = next.map(|n| n.region());
+        let id = adopted_anon(&region.region(), next, || regions.adjacent_prev(&region))
             .unwrap_or_else(|| core.fresh_anon(sh));
         region.adopt_anon(id);
     }
@@ -111,6 +113,7 @@ fn fill_locked(
 /// # Preconditions
 /// The caller excludes fills in `ranges` (no region covers them any more, or the caller holds
 /// the store exclusively) and is not inside an access window (it holds `&mut Core`).
+#[inline]
 fn zap_locked(sh: &Shared, core: &mut Core, ranges: impl IntoIterator<Item = Range<u64>>) -> bool {
     let mut freed = std::mem::take(&mut core.freed);
     for range in ranges {
@@ -134,6 +137,7 @@ const LEAF_SPAN: u64 = 512 * PAGE_SIZE;
 /// aligned block that overlaps `range` lies inside `gap` (a table of any level that became free
 /// covers such a block; tables that lie wholly in the old gaps were freed when those gaps
 /// formed, so only tables overlapping `range` are candidates).
+#[inline]
 fn may_free_tables(range: &Range<u64>, gap: &Range<u64>) -> bool {
     let first = range.start & !(LEAF_SPAN - 1);
     let last = (range.end - 1) & !(LEAF_SPAN - 1);
@@ -202,7 +206,7 @@ pub(crate) fn mmap_locked(
         } else {
             Access::Read
         };
-        let region = regions.lookup(start).expect("just mapped");
+        let region = regions.lookup_with_next(start).expect("just mapped");
         for page in range.step_by(PAGE_SIZE as usize) {
             // Like Linux, a populate that runs out of memory still returns success.
             if fill_locked(sh, core, regions, region, page, access).is_err() {
@@ -354,6 +358,7 @@ pub(crate) fn madvise_locked(
 ///
 /// # Errors
 /// [`Fault::Unmapped`], [`Fault::Protection`], or [`Fault::OutOfMemory`] when no frame is free.
+#[inline]
 pub(crate) fn fault_locked(
     sh: &Shared,
     core: &mut Core,
@@ -362,10 +367,10 @@ pub(crate) fn fault_locked(
     access: Access,
 ) -> Result<(), Fault> {
     sh.counters.of(core.id).bump_faults();
-    let Some(region) = regions.lookup(va) else {
+    let Some(region) = regions.lookup_with_next(va) else {
         return Err(Fault::Unmapped { addr: va });
     };
-    if !region.prot().allows(access) {
+    if !region.0.prot().allows(access) {
         return Err(Fault::Protection { addr: va });
     }
     let page = va & !(PAGE_SIZE - 1);

@@ -44,11 +44,13 @@ pub(crate) struct AnonId(NonZeroU64);
 
 impl AnonId {
     /// The identity numbered `n`, `None` for 0 (the encoding [`AnonId::encode`] uses for none).
+    #[inline]
     pub(crate) fn decode(n: u64) -> Option<AnonId> {
         NonZeroU64::new(n).map(AnonId)
     }
 
     /// The number of `id`, 0 for none (how a store keeps it in one atomic word).
+    #[inline]
     pub(crate) fn encode(id: Option<AnonId>) -> u64 {
         id.map_or(0, |a| a.0.get())
     }
@@ -75,6 +77,7 @@ pub(crate) struct Attrs {
 
 impl Attrs {
     /// Whether a region with `self` directly followed by one with `next` is one region for Linux.
+    #[inline]
     pub(crate) fn mergeable(&self, next: &Attrs) -> bool {
         self.prot == next.prot
             && self.sharing == next.sharing
@@ -84,6 +87,7 @@ impl Attrs {
 
     /// Whether a private region may adopt the `anon_vma` of a neighbour with `other`
     /// (`anon_vma_compatible`: equal flags except the access bits).
+    #[inline]
     pub(crate) fn anon_compatible(&self, other: &Attrs) -> bool {
         self.sharing == Sharing::Private
             && other.sharing == Sharing::Private
@@ -104,6 +108,7 @@ pub(crate) struct Region {
 
 impl Region {
     /// The `maps()` line of the region.
+    #[inline]
     pub(crate) fn info(&self) -> RegionInfo {
         let shared = self.attrs.sharing == Sharing::Shared;
         RegionInfo {

@@ -54,6 +54,7 @@ pub(crate) struct EditBuffers {
 }
 
 /// Appends `p` to `pieces`, merging it into the last piece where Linux would.
+#[inline]
 fn push_piece(pieces: &mut Vec<Region>, p: Region) {
     if let Some(last) = pieces.last_mut() {
         if last.end == p.start && last.attrs.mergeable(&p.attrs) {
@@ -76,6 +77,7 @@ fn push_piece(pieces: &mut Vec<Region>, p: Region) {
 /// `EEXIST` with [`OnOverlap::Refuse`] when a region overlaps; `ENOMEM` ([`Limit::MapCount`])
 /// when the result would exceed `max_count` regions. Nothing is to be changed then.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(crate) fn plan_edit(
     range: Range<u64>,
     old: &[Region],
@@ -174,17 +176,22 @@ pub(crate) fn plan_edit(
 
 /// The identity a private region without one adopts at its first write fault
 /// (`find_mergeable_anon_vma`): the adjacent next neighbour's if compatible, else the adjacent
-/// previous neighbour's if compatible, else `None` (the caller hands out a fresh one).
+/// previous neighbour's if compatible, else `None` (the caller hands out a fresh one). `prev`
+/// is asked only when `next` gives nothing (one store search saved on the common path).
 /// Neighbours that are not adjacent to `region` are ignored.
+#[inline]
 pub(crate) fn adopted_anon(
     region: &Region,
-    prev: Option<&Region>,
-    next: Option<&Region>,
+    next: Option<Region>,
+    prev: impl FnOnce() -> Option<Region>,
 ) -> Option<AnonId> {
     let me = &region.attrs;
-    let from = |n: Option<&Region>, adjacent: fn(&Region, &Region) -> bool| {
-        n.filter(|n| adjacent(region, n) && me.anon_compatible(&n.attrs))
-            .and_then(|n| n.attrs.anon)
-    };
-    from(next, |r, n| n.start == r.end).or_else(|| from(prev, |r, p| p.end == r.start))
+    let compatible = |n: &Region| me.anon_compatible(&n.attrs);
+    next.filter(|n| n.start == region.end && compatible(n))
+        .and_then(|n| n.attrs.anon)
+        .or_else(|| {
+            prev()
+                .filter(|p| p.end == region.start && compatible(p))
+                .and_then(|p| p.attrs.anon)
+        })
 }

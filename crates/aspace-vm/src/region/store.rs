@@ -52,6 +52,7 @@ pub(crate) struct StoredRegion {
 
 impl StoredRegion {
     /// The stored form of `r`.
+    #[inline]
     pub(crate) fn new(r: &Region) -> StoredRegion {
         StoredRegion {
             start: r.start,
@@ -64,6 +65,7 @@ impl StoredRegion {
     }
 
     /// The attributes (anon loaded Relaxed).
+    #[inline]
     fn attrs(&self) -> Attrs {
         Attrs {
             prot: self.prot,
@@ -84,31 +86,37 @@ pub(crate) struct RegionRef<'a> {
 
 impl<'a> RegionRef<'a> {
     /// The region `[stored.start, end)`.
+    #[inline]
     pub(crate) fn new(end: u64, stored: &'a StoredRegion) -> RegionRef<'a> {
         RegionRef { end, stored }
     }
 
     /// First byte.
+    #[inline]
     pub(crate) fn start(&self) -> u64 {
         self.stored.start
     }
 
     /// One past the last byte.
+    #[inline]
     pub(crate) fn end(&self) -> u64 {
         self.end
     }
 
     /// Its protection.
+    #[inline]
     pub(crate) fn prot(&self) -> Prot {
         self.stored.prot
     }
 
     /// Its attributes now.
+    #[inline]
     pub(crate) fn attrs(&self) -> Attrs {
         self.stored.attrs()
     }
 
     /// The region by value.
+    #[inline]
     pub(crate) fn region(&self) -> Region {
         Region {
             start: self.stored.start,
@@ -119,6 +127,7 @@ impl<'a> RegionRef<'a> {
 
     /// Gives the region the identity `id` unless it already has one; returns the identity now in
     /// place (a concurrent fault may have won). Callable with the store borrowed shared.
+    #[inline]
     pub(crate) fn adopt_anon(&self, id: AnonId) -> AnonId {
         match self.stored.anon.compare_exchange(
             0,
@@ -141,8 +150,13 @@ pub(crate) trait RegionStore {
     /// The region containing `addr`.
     fn lookup(&self, addr: u64) -> Option<RegionRef<'_>>;
 
-    /// The regions just before and just after `r` (adjacent or not).
-    fn neighbours(&self, r: &RegionRef<'_>) -> (Option<Region>, Option<Region>);
+    /// The region containing `addr`, and the region after it (adjacent or not): one search for
+    /// both (a first write fault may adopt the next region's anon identity).
+    #[allow(clippy::type_complexity)]
+    fn lookup_with_next(&self, addr: u64) -> Option<(RegionRef<'_>, Option<RegionRef<'_>>)>;
+
+    /// The region ending exactly where `r` starts, if any.
+    fn adjacent_prev(&self, r: &RegionRef<'_>) -> Option<Region>;
 
     /// Regions overlapping `range`, in order, clipped to it.
     fn overlapping(&self, range: Range<u64>) -> impl Iterator<Item = Region> + '_;
@@ -219,6 +233,7 @@ pub(crate) trait RegionStore {
     ///
     /// # Errors
     /// Those of [`plan_edit`] and [`RegionStore::reserve`].
+    #[inline]
     fn edit(
         &mut self,
         bufs: &mut EditBuffers,
@@ -274,6 +289,7 @@ impl BTreeStore {
 }
 
 impl RegionStore for BTreeStore {
+    #[inline]
     fn len(&self) -> usize {
         self.map.len()
     }
@@ -284,18 +300,22 @@ impl RegionStore for BTreeStore {
         (stored.start <= addr).then_some(RegionRef { end, stored })
     }
 
-    fn neighbours(&self, r: &RegionRef<'_>) -> (Option<Region>, Option<Region>) {
-        let prev = self
-            .map
-            .range(..=r.start())
-            .next_back()
-            .map(|(&end, s)| RegionRef::new(end, s).region());
-        let next = self
-            .map
-            .range(r.end() + 1..)
-            .next()
-            .map(|(&end, s)| RegionRef::new(end, s).region());
-        (prev, next)
+    #[inline]
+    fn lookup_with_next(&self, addr: u64) -> Option<(RegionRef<'_>, Option<RegionRef<'_>>)> {
+        let mut it = self.map.range(addr.checked_add(1)?..);
+        let (&end, stored) = it.next()?;
+        if stored.start > addr {
+            return None;
+        }
+        let next = it.next().map(|(&e, s)| RegionRef::new(e, s));
+        Some((RegionRef { end, stored }, next))
+    }
+
+    #[inline]
+    fn adjacent_prev(&self, r: &RegionRef<'_>) -> Option<Region> {
+        // Keyed by end: one exact lookup.
+        let s = self.map.get(&r.start())?;
+        Some(RegionRef::new(r.start(), s).region())
     }
 
     fn overlapping(&self, range: Range<u64>) -> impl Iterator<Item = Region> + '_ {
@@ -316,6 +336,7 @@ impl RegionStore for BTreeStore {
             .map(|(&end, s)| RegionRef::new(end, s).region())
     }
 
+    #[inline]
     fn end_at_or_below(&self, addr: u64) -> u64 {
         self.map
             .range(..=addr)
@@ -325,6 +346,7 @@ impl RegionStore for BTreeStore {
 
     /// Cost: one step per region above the gap found (a linear scan, like Linux before its gap
     /// augmentation; the benchmark patterns find their gap at the first step).
+    #[inline]
     fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
         let mut hi = bounds.max_addr;
         for (&end, s) in self.map.iter().rev() {
@@ -339,6 +361,7 @@ impl RegionStore for BTreeStore {
         (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
     }
 
+    #[inline]
     fn read_window(&self, range: Range<u64>, old: &mut Vec<Region>) -> u64 {
         old.clear();
         // Keys >= range.start: the left neighbour ending exactly at range.start, then the
@@ -370,6 +393,7 @@ impl RegionStore for BTreeStore {
     /// `BTreeMap` has no fallible insert (its node allocation aborts the process on failure,
     /// Rust's default), so there is nothing to reserve; tests inject the failure a fallible
     /// store would report here ([`inject::fail_nth_region_reserve`]).
+    #[inline]
     fn reserve(&mut self, _new: &[Region]) -> Result<(), VmError> {
         #[cfg(all(test, not(loom)))]
         if inject::reserve_fails() {
@@ -378,6 +402,7 @@ impl RegionStore for BTreeStore {
         Ok(())
     }
 
+    #[inline]
     fn replace_window(&mut self, old: &[Region], new: &[Region]) {
         for o in old {
             if new.binary_search_by_key(&o.end, |p| p.end).is_err() {

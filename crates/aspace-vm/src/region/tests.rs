@@ -98,8 +98,13 @@ fn assign(s: &mut RegionSet, addr: u64) -> AnonId {
     if let Some(id) = r.attrs().anon {
         return id;
     }
-    let (prev, next) = s.store.neighbours(&r);
-    let id = adopted_anon(&r.region(), prev.as_ref(), next.as_ref());
+    let next = s
+        .store
+        .lookup_with_next(addr)
+        .unwrap()
+        .1
+        .map(|n| n.region());
+    let id = adopted_anon(&r.region(), next, || s.store.adjacent_prev(&r));
     let id = id.unwrap_or_else(|| AnonId::decode(s.next_anon).unwrap());
     let won = s.store.lookup(addr).unwrap().adopt_anon(id);
     if won.0.get() == s.next_anon {
