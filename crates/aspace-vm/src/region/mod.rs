@@ -9,6 +9,8 @@
 //!   merging, anon identity adoption, `max_map_count`), shared by every design;
 //! - [`store`]: where regions live ([`store::RegionStore`], the window a plan reads and the
 //!   replacement it writes) and the first store, a `BTreeMap` keyed by region end.
+//! - `skiplist_store`: a second store over `aspace_map`'s interval skiplist (one `lock` +
+//!   `swap` per edit), exercised by the region tests until the interval design uses it.
 //!
 //! # Merging like `/proc/self/maps`
 //!
@@ -30,6 +32,8 @@
 #[cfg(all(test, not(loom)))]
 mod fault_injection_tests;
 pub(crate) mod plan;
+#[cfg(all(test, not(loom)))]
+mod skiplist_store;
 pub(crate) mod store;
 #[cfg(test)]
 mod tests;

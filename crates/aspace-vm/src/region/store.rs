@@ -6,8 +6,9 @@
 //! around the pure plan (`plan.rs`): [`RegionStore::read_window`] reads the regions an edit of a
 //! range can touch (its neighbours included), and [`RegionStore::replace_window`] swaps them for
 //! the plan's result. The Bonsai tree (one writer, published by one root pointer) and the
-//! interval skiplist (`lock` the window's nodes, then `swap` them) fit the same two steps, so a
-//! later design supplies a store and reuses the plan and the Linux bodies unchanged.
+//! interval skiplist (`lock` the window's nodes, then `swap` them; `skiplist_store.rs`, so far
+//! exercised by the region tests only) fit the same two steps, so a later design supplies a
+//! store and reuses the plan and the Linux bodies unchanged.
 //!
 //! Each region's value is a [`StoredRegion`]: its attributes, with the anon identity kept in an
 //! atomic word so that a fault holding the store *shared* can set it once (none -> id, the
@@ -48,6 +49,18 @@ pub(crate) struct StoredRegion {
     /// everywhere: it is a value, not a publication; the design's lock orders it against the
     /// edits that read it.
     anon: AtomicU64,
+}
+
+/// A copy with the anon identity as it is now (loaded Relaxed, like [`StoredRegion::attrs`]).
+/// A map that clones values needs it (`aspace_map::SkipListMap` clones the value of a region it
+/// trims, which `SkipListStore` never asks it to do).
+impl Clone for StoredRegion {
+    fn clone(&self) -> StoredRegion {
+        StoredRegion {
+            anon: AtomicU64::new(self.anon.load(Ordering::Relaxed)),
+            ..*self
+        }
+    }
 }
 
 impl StoredRegion {
@@ -194,7 +207,12 @@ pub(crate) trait RegionStore {
     /// Replaces the window `old` (as the last `read_window` returned it, unchanged since) with
     /// `new` (disjoint, sorted, covering no address outside the window's span); `reserve(new)`
     /// succeeded before.
-    fn replace_window(&mut self, old: &[Region], new: &[Region]);
+    ///
+    /// # Errors
+    /// `ENOMEM` (`Limit::Memory`) from a store that can only allocate inside its commit (the
+    /// skiplist's `swap` makes its nodes there); such a store changes nothing when it fails.
+    /// A store that reserves everything beforehand never fails here.
+    fn replace_window(&mut self, old: &[Region], new: &[Region]) -> Result<(), VmError>;
 
     /// Whether no region overlaps `[start, end)`.
     fn is_free(&self, start: u64, end: u64) -> bool {
@@ -232,7 +250,7 @@ pub(crate) trait RegionStore {
     /// replaces the window only if all of that succeeded (a refused edit changes nothing).
     ///
     /// # Errors
-    /// Those of [`plan_edit`] and [`RegionStore::reserve`].
+    /// Those of [`plan_edit`], [`RegionStore::reserve`] and [`RegionStore::replace_window`].
     #[inline]
     fn edit(
         &mut self,
@@ -254,7 +272,7 @@ pub(crate) trait RegionStore {
             &mut bufs.new,
         )?;
         self.reserve(&bufs.new)?;
-        self.replace_window(&bufs.old, &bufs.new);
+        self.replace_window(&bufs.old, &bufs.new)?;
         Ok(outcome)
     }
 }
@@ -272,19 +290,26 @@ impl BTreeStore {
     /// adjacent regions that Linux would have merged.
     #[cfg(test)]
     pub(crate) fn check(&self) {
-        let mut prev: Option<Region> = None;
-        for r in self.iter() {
-            assert!(r.start < r.end, "empty region {r:?}");
-            assert!(r.start % 4096 == 0 && r.end % 4096 == 0, "unaligned {r:?}");
-            if let Some(p) = prev {
-                assert!(p.end <= r.start, "overlap {p:?} {r:?}");
-                assert!(
-                    !(p.end == r.start && p.attrs.mergeable(&r.attrs)),
-                    "unmerged neighbours {p:?} {r:?}"
-                );
-            }
-            prev = Some(r);
+        check_regions(self.iter());
+    }
+}
+
+/// The invariants of every store, checked over its regions in address order (tests): disjoint,
+/// sorted, non-empty, aligned, and no two adjacent regions that Linux would have merged.
+#[cfg(test)]
+pub(crate) fn check_regions(regions: impl Iterator<Item = Region>) {
+    let mut prev: Option<Region> = None;
+    for r in regions {
+        assert!(r.start < r.end, "empty region {r:?}");
+        assert!(r.start % 4096 == 0 && r.end % 4096 == 0, "unaligned {r:?}");
+        if let Some(p) = prev {
+            assert!(p.end <= r.start, "overlap {p:?} {r:?}");
+            assert!(
+                !(p.end == r.start && p.attrs.mergeable(&r.attrs)),
+                "unmerged neighbours {p:?} {r:?}"
+            );
         }
+        prev = Some(r);
     }
 }
 
@@ -402,8 +427,9 @@ impl RegionStore for BTreeStore {
         Ok(())
     }
 
+    /// Never fails: `BTreeMap` aborts instead (see [`BTreeStore::reserve`]).
     #[inline]
-    fn replace_window(&mut self, old: &[Region], new: &[Region]) {
+    fn replace_window(&mut self, old: &[Region], new: &[Region]) -> Result<(), VmError> {
         for o in old {
             if new.binary_search_by_key(&o.end, |p| p.end).is_err() {
                 self.map.remove(&o.end);
@@ -419,6 +445,7 @@ impl RegionStore for BTreeStore {
                 }
             }
         }
+        Ok(())
     }
 }
 
