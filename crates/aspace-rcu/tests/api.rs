@@ -428,3 +428,34 @@ fn dropped_reader_unregisters_and_stops_blocking() {
     assert_eq!(domain.readers(), 0);
     domain.synchronize();
 }
+
+/// A fallback-mode reader that left its sections (outermost and nested) is at rest: it stays
+/// registered, and grace periods do not wait for it (found by cargo-mutants: storing the
+/// reader's word without clearing its nesting count on the last unlock went unnoticed, because
+/// every other test dropped the reader before waiting).
+#[test]
+fn memb_fallback_reader_at_rest_after_unlock_does_not_delay_grace_periods() {
+    let domain = Domain::<Memb>::with_config(fallback());
+    assert_eq!(domain.mode(), MembMode::FenceFallback);
+    let reader = domain.register();
+    {
+        let _outer = reader.read();
+        let _inner = reader.read();
+    }
+    drop(reader.read());
+    let (done_tx, done_rx) = mpsc::channel();
+    let d = domain.clone();
+    let writer = thread::spawn(move || {
+        d.synchronize();
+        d.synchronize();
+        done_tx.send(()).unwrap();
+    });
+    // A bound on liveness, not a synchronization: the writer needs microseconds.
+    let finished = done_rx.recv_timeout(std::time::Duration::from_secs(20));
+    assert!(
+        finished.is_ok(),
+        "synchronize() waits for a registered reader that is not in a section"
+    );
+    writer.join().unwrap();
+    drop(reader);
+}
