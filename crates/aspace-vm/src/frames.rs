@@ -270,7 +270,7 @@ impl FrameCache {
     #[inline]
     pub(crate) fn alloc(&mut self, pool: &FramePool) -> Option<Frame> {
         #[cfg(all(test, not(loom)))]
-        if inject::alloc_fails() {
+        if crate::fault_inject::FRAME_ALLOC.fails() {
             return None;
         }
         if self.frames.is_empty() && !self.refill(pool) {
@@ -368,40 +368,6 @@ fn zero(pool: &FramePool, f: Frame) {
     // guarantees no core can reach the frame any more (PTE cleared, shootdown returned), so no
     // other access to these bytes runs concurrently.
     unsafe { std::ptr::write_bytes(pool.ptr(f), 0, PAGE_SIZE as usize) };
-}
-
-/// Fault injection for tests: makes the N-th next [`FrameCache::alloc`] on the calling thread
-/// answer `None` as an exhausted pool does (the cache and the pool are left untouched), so that
-/// every caller's out-of-memory path can be tested without exhausting memory. Per thread, so
-/// tests running in parallel do not disturb each other.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod inject {
-    use std::cell::Cell;
-
-    thread_local! {
-        /// Allocations left before the failing one (`0`: no failure armed).
-        static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
-    }
-
-    /// Arms a failure of this thread's `n`-th next frame allocation (`n >= 1`; `0` disarms).
-    pub(crate) fn fail_nth_frame_alloc(n: u64) {
-        COUNTDOWN.with(|c| c.set(n));
-    }
-
-    /// Whether this allocation is the armed failure (disarming it).
-    pub(super) fn alloc_fails() -> bool {
-        COUNTDOWN.with(|c| match c.get() {
-            0 => false,
-            1 => {
-                c.set(0);
-                true
-            }
-            n => {
-                c.set(n - 1);
-                false
-            }
-        })
-    }
 }
 
 #[cfg(all(test, not(loom)))]

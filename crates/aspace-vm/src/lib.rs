@@ -118,6 +118,8 @@ mod core_state;
 mod counters;
 mod designs;
 pub mod error;
+#[cfg(all(test, not(loom)))]
+mod fault_inject;
 mod fork;
 mod frame_io;
 mod frames;

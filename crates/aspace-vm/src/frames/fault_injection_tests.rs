@@ -1,9 +1,13 @@
-//! Frame allocation failing at the N-th call (`inject::fail_nth_frame_alloc`), seen through the
+//! Frame allocation failing at the N-th call (`fault_inject::FRAME_ALLOC`), seen through the
 //! public API of an address space: the access fails with `Fault::OutOfMemory` at the page whose
 //! frame could not be had, no byte is copied, no frame or page table leaks, the regions are
 //! unchanged, and the next call succeeds.
 
-use super::inject::fail_nth_frame_alloc;
+use crate::fault_inject::FRAME_ALLOC;
+
+fn fail_nth_frame_alloc(n: u64) {
+    FRAME_ALLOC.fail_nth(n);
+}
 use crate::{Access, AddressSpace, Fault, MapFlags, Prot, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;

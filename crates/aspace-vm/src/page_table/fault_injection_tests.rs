@@ -1,9 +1,13 @@
-//! Page-table allocation failing at the N-th call (`pool::inject::fail_nth_table_alloc`), seen
+//! Page-table allocation failing at the N-th call (`fault_inject::TABLE_ALLOC`), seen
 //! through the public API: the fault fails with `Fault::OutOfMemory`, no frame is taken, the
 //! regions are unchanged, the tables installed before the failing one stay (and are reused by
 //! the retry, or freed with the range), and the next call succeeds.
 
-use super::pool::inject::fail_nth_table_alloc;
+use crate::fault_inject::TABLE_ALLOC;
+
+fn fail_nth_table_alloc(n: u64) {
+    TABLE_ALLOC.fail_nth(n);
+}
 use crate::{AddressSpace, Fault, MapFlags, Prot, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;

@@ -45,11 +45,11 @@ pub(super) struct Table {
 
 impl Table {
     /// A fresh, all-zero table on the heap; `None` when the allocator has no memory (or a
-    /// test armed [`inject::fail_nth_table_alloc`]), so that a fault reports out-of-memory
+    /// test armed `fault_inject::TABLE_ALLOC`), so that a fault reports out-of-memory
     /// instead of aborting the process.
     pub(super) fn alloc() -> Option<NonNull<Table>> {
         #[cfg(all(test, not(loom)))]
-        if inject::alloc_fails() {
+        if crate::fault_inject::TABLE_ALLOC.fails() {
             return None;
         }
         #[cfg(not(loom))]
@@ -210,39 +210,6 @@ impl Drop for TablePool {
                 unsafe { t.dealloc() };
             }
         }
-    }
-}
-
-/// Fault injection for tests: makes the N-th next fresh table allocation on the calling thread
-/// fail as an exhausted allocator does. Per thread, so tests running in parallel do not disturb
-/// each other.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod inject {
-    use std::cell::Cell;
-
-    thread_local! {
-        /// Allocations left before the failing one (`0`: no failure armed).
-        static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
-    }
-
-    /// Arms a failure of this thread's `n`-th next table allocation (`n >= 1`; `0` disarms).
-    pub(crate) fn fail_nth_table_alloc(n: u64) {
-        COUNTDOWN.with(|c| c.set(n));
-    }
-
-    /// Whether this allocation is the armed failure (disarming it).
-    pub(super) fn alloc_fails() -> bool {
-        COUNTDOWN.with(|c| match c.get() {
-            0 => false,
-            1 => {
-                c.set(0);
-                true
-            }
-            n => {
-                c.set(n - 1);
-                false
-            }
-        })
     }
 }
 

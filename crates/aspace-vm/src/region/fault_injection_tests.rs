@@ -1,9 +1,13 @@
-//! A region store that cannot allocate (`store::inject::fail_nth_region_reserve`), seen through
+//! A region store that cannot allocate (`fault_inject::REGION_RESERVE`), seen through
 //! the public API: every system call that edits regions fails with `ENOMEM`
 //! (`Limit::Memory`) and changes nothing (regions, contents, frames, tables), and the same call
 //! succeeds next.
 
-use super::store::inject::fail_nth_region_reserve;
+use crate::fault_inject::REGION_RESERVE;
+
+fn fail_nth_region_reserve(n: u64) {
+    REGION_RESERVE.fail_nth(n);
+}
 use crate::{AddressSpace, Advice, CoreHandle, Limit, MapFlags, Prot, VmError, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;

@@ -417,11 +417,11 @@ impl RegionStore for BTreeStore {
 
     /// `BTreeMap` has no fallible insert (its node allocation aborts the process on failure,
     /// Rust's default), so there is nothing to reserve; tests inject the failure a fallible
-    /// store would report here ([`inject::fail_nth_region_reserve`]).
+    /// store would report here (`fault_inject::REGION_RESERVE`).
     #[inline]
     fn reserve(&mut self, _new: &[Region]) -> Result<(), VmError> {
         #[cfg(all(test, not(loom)))]
-        if inject::reserve_fails() {
+        if crate::fault_inject::REGION_RESERVE.fails() {
             return Err(VmError::OutOfMemory(crate::error::Limit::Memory));
         }
         Ok(())
@@ -446,37 +446,5 @@ impl RegionStore for BTreeStore {
             }
         }
         Ok(())
-    }
-}
-
-/// Fault injection for tests: makes the N-th next [`RegionStore::reserve`] of a `BTreeStore` on
-/// the calling thread fail as a store out of memory does. Per thread.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod inject {
-    use std::cell::Cell;
-
-    thread_local! {
-        /// Reservations left before the failing one (`0`: no failure armed).
-        static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
-    }
-
-    /// Arms a failure of this thread's `n`-th next reservation (`n >= 1`; `0` disarms).
-    pub(crate) fn fail_nth_region_reserve(n: u64) {
-        COUNTDOWN.with(|c| c.set(n));
-    }
-
-    /// Whether this reservation is the armed failure (disarming it).
-    pub(super) fn reserve_fails() -> bool {
-        COUNTDOWN.with(|c| match c.get() {
-            0 => false,
-            1 => {
-                c.set(0);
-                true
-            }
-            n => {
-                c.set(n - 1);
-                false
-            }
-        })
     }
 }

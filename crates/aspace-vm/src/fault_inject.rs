@@ -1,0 +1,47 @@
+//! Test-only fault injection: named points where an allocation can be made to fail at the N-th
+//! next call on the calling thread, so that every caller's out-of-memory path is tested without
+//! exhausting memory. Per thread, so tests running in parallel do not disturb each other;
+//! compiled only into this crate's unit tests (no cost elsewhere).
+//!
+//! Not for: the maps' own hook (`aspace_map`'s `fail_allocations_after`).
+
+use std::cell::Cell;
+use std::thread::LocalKey;
+
+/// One injection point: a per-thread countdown to the failing call (`0`: none armed).
+pub(crate) struct FailPoint(&'static LocalKey<Cell<u64>>);
+
+thread_local! {
+    static FRAME: Cell<u64> = const { Cell::new(0) };
+    static TABLE: Cell<u64> = const { Cell::new(0) };
+    static REGION: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `FrameCache::alloc` answers `None` as an exhausted pool does.
+pub(crate) static FRAME_ALLOC: FailPoint = FailPoint(&FRAME);
+/// A fresh page table cannot be allocated.
+pub(crate) static TABLE_ALLOC: FailPoint = FailPoint(&TABLE);
+/// `BTreeStore::reserve` fails as a store out of memory does.
+pub(crate) static REGION_RESERVE: FailPoint = FailPoint(&REGION);
+
+impl FailPoint {
+    /// Arms a failure of this thread's `n`-th next call (`n >= 1`; `0` disarms).
+    pub(crate) fn fail_nth(&self, n: u64) {
+        self.0.with(|c| c.set(n));
+    }
+
+    /// Whether this call is the armed failure (disarming it).
+    pub(crate) fn fails(&self) -> bool {
+        self.0.with(|c| match c.get() {
+            0 => false,
+            1 => {
+                c.set(0);
+                true
+            }
+            n => {
+                c.set(n - 1);
+                false
+            }
+        })
+    }
+}
