@@ -21,12 +21,13 @@
 //! `begin_access` reports a flush (50 of 50 runs failed, within the first 1200 iterations; 40 of
 //! 40 under `oversubscribed`, within the first 200).
 //!
-//! The run is bounded: the zapper stops after `ITERATIONS` iterations, or after `SOFT_LIMIT`
-//! once it did `MIN_ZAPS` (an oversubscribed machine), in both cases only once the writer did
-//! `MIN_WRITES` writes (a starved writer makes the test longer, not vacuous); `MAX_RUN` caps it.
+//! The run is bounded as `protocol/bounded_run.rs` describes (at most `ITERATIONS` zaps).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+
+#[path = "protocol/bounded_run.rs"]
+mod bounded_run;
+use bounded_run::{finish, Budget, StopOnDrop};
 
 use aspace_vm::{AddressSpace, Advice, CoreHandle, MapFlags, Prot, PAGE_SIZE};
 
@@ -38,12 +39,6 @@ const B_PAGES: u64 = 2 * PAGES;
 const B_LEN: u64 = B_PAGES * PAGE_SIZE;
 const A: u64 = 0x1000_0000;
 const ITERATIONS: u64 = 4000;
-/// Past this time the zapper stops as soon as it did `MIN_ZAPS` (on an oversubscribed machine
-/// every shootdown may wait for a preempted writer, and iterations are slow).
-const SOFT_LIMIT: Duration = Duration::from_secs(10);
-const MIN_ZAPS: u64 = 200;
-const MIN_WRITES: u64 = 200;
-const MAX_RUN: Duration = Duration::from_secs(60);
 const PATTERN: u8 = 0xA5;
 
 #[test]
@@ -63,7 +58,7 @@ fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
         .expect("map A");
     let stop = AtomicBool::new(false);
     let writes = AtomicU64::new(0);
-    let started = Instant::now();
+    let budget = Budget::new(ITERATIONS);
     let (stop, writes) = (&stop, &writes);
     let zaps = std::thread::scope(|s| {
         s.spawn(move || {
@@ -81,9 +76,7 @@ fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
             let mut buf = vec![0u8; B_LEN as usize];
             let mut zaps = 0u64;
             loop {
-                let elapsed = started.elapsed();
-                let enough = zaps >= MIN_ZAPS && writes.load(Ordering::Relaxed) >= MIN_WRITES;
-                if enough && (zaps >= ITERATIONS || elapsed > SOFT_LIMIT) || elapsed > MAX_RUN {
+                if budget.done(zaps, writes) {
                     break Ok(zaps);
                 }
                 // Acquire: pairs with the writer's Release increment.
@@ -123,16 +116,7 @@ fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
         });
         zapper.join().expect("zapper panicked")
     });
-    let zaps = zaps.unwrap_or_else(|msg| panic!("{msg}"));
-    let writes = writes.load(Ordering::Relaxed);
-    assert!(
-        zaps >= MIN_ZAPS && writes >= MIN_WRITES,
-        "only {zaps} zaps and {writes} writes in {MAX_RUN:?}"
-    );
-    // Nothing leaked through the racing zaps: unmapping A frees every frame.
-    let mut last = space.attach().expect("attach");
-    last.munmap(A, LEN).expect("unmap A");
-    assert_eq!(space.stats().frames_in_use, 0);
+    finish(&space, zaps, writes, A, LEN);
 }
 
 /// Reads B (fresh anonymous memory): `Some(message)` if any byte is not zero.
@@ -152,13 +136,4 @@ fn check_zero(
             buf[i]
         )
     })
-}
-
-/// Stops the writer when the zapper ends, also by a panic.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }

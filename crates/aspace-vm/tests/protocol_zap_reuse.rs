@@ -13,16 +13,17 @@
 //!
 //! If frames were freed before the shootdown, the writer, still using its cached translations
 //! (no flush was requested yet), would write into frames already zeroed, and `B` would read
-//! `0xA5`. Mutation caught, every run: in `designs/mod.rs` `zap_locked`, `free_all` before
+//! `0xA5`. Mutation caught, every run: in `designs/syscalls.rs` `zap_locked`, `free_all` before
 //! `shootdown` (40 of 40 runs failed, within the first 289 zaps of 2000; 40 of 40 under
 //! `oversubscribed`). The same reordering in `MADV_DONTNEED`'s own zap is caught too (10 of 10).
 //!
-//! The run is bounded: the zapper stops after `ITERATIONS` iterations, or after `SOFT_LIMIT`
-//! once it did `MIN_ZAPS` (an oversubscribed machine), in both cases only once the writer did
-//! `MIN_WRITES` writes (a starved writer makes the test longer, not vacuous); `MAX_RUN` caps it.
+//! The run is bounded as `protocol/bounded_run.rs` describes (at most `ITERATIONS` zaps).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+
+#[path = "protocol/bounded_run.rs"]
+mod bounded_run;
+use bounded_run::{finish, Budget, StopOnDrop};
 
 use aspace_vm::{AddressSpace, Advice, MapFlags, Prot, PAGE_SIZE};
 
@@ -30,12 +31,6 @@ const PAGES: u64 = 16;
 const LEN: u64 = PAGES * PAGE_SIZE;
 const A: u64 = 0x1000_0000;
 const ITERATIONS: u64 = 2000;
-/// Past this time the zapper stops as soon as it did `MIN_ZAPS` (on an oversubscribed machine
-/// every shootdown may wait for a preempted writer, and iterations are slow).
-const SOFT_LIMIT: Duration = Duration::from_secs(10);
-const MIN_ZAPS: u64 = 200;
-const MIN_WRITES: u64 = 200;
-const MAX_RUN: Duration = Duration::from_secs(60);
 const PATTERN: u8 = 0xA5;
 
 #[test]
@@ -55,7 +50,7 @@ fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame() {
         .expect("map A");
     let stop = AtomicBool::new(false);
     let writes = AtomicU64::new(0);
-    let started = Instant::now();
+    let budget = Budget::new(ITERATIONS);
     let (stop, writes) = (&stop, &writes);
     let zaps = std::thread::scope(|s| {
         s.spawn(move || {
@@ -76,9 +71,7 @@ fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame() {
             let mut buf = vec![0u8; LEN as usize];
             let mut zaps = 0u64;
             loop {
-                let elapsed = started.elapsed();
-                let enough = zaps >= MIN_ZAPS && writes.load(Ordering::Relaxed) >= MIN_WRITES;
-                if enough && (zaps >= ITERATIONS || elapsed > SOFT_LIMIT) || elapsed > MAX_RUN {
+                if budget.done(zaps, writes) {
                     break Ok(zaps);
                 }
                 // Alternately the two ways to take A's frames while A stays mapped: a replacing
@@ -115,23 +108,5 @@ fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame() {
         });
         zapper.join().expect("zapper panicked")
     });
-    let zaps = zaps.unwrap_or_else(|msg| panic!("{msg}"));
-    let writes = writes.load(Ordering::Relaxed);
-    assert!(
-        zaps >= MIN_ZAPS && writes >= MIN_WRITES,
-        "only {zaps} zaps and {writes} writes in {MAX_RUN:?}"
-    );
-    // Nothing leaked through the racing zaps: unmapping A frees every frame.
-    let mut last = space.attach().expect("attach");
-    last.munmap(A, LEN).expect("unmap A");
-    assert_eq!(space.stats().frames_in_use, 0);
-}
-
-/// Stops the writer when the zapper ends, also by a panic.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
+    finish(&space, zaps, writes, A, LEN);
 }
