@@ -24,6 +24,15 @@
 //!   `>= SEPARATOR_THRESHOLD` at arena boundaries, ordinary nodes below; a per-arena hint;
 //!   [`SkipListMap::alloc_in_arena`] searches the caller's arena, then the shared region.
 //!
+//! # Values and `Clone`
+//! The map clones a value in one place only: when `map` or `swap` trims an interval that reaches
+//! past the range it rewrites, the part kept on each side becomes a new node carrying
+//! `value.clone()` (two clones when the range lies strictly inside one interval). Intervals
+//! inside the range are never cloned (their nodes, values included, are retired), and `alloc`,
+//! `alloc_in_arena`, `alloc_in_arena_padded` (an alloc across a separator swaps a free range),
+//! `lock`, `query` and `visit` clone nothing. The clones run before the commit, under the
+//! range's locks.
+//!
 //! # Cases the paper leaves open, closed here
 //! - *Nodes are inserted LOCKED* and unlocked when their tower is complete, so a swap can never
 //!   remove a node whose upper levels are still being linked (which would leave a retired node
@@ -79,14 +88,14 @@ mod traverse;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use arena::{ArenaLayout, SEPARATOR_THRESHOLD};
+pub use arena::{ArenaAllocError, ArenaLayout, SEPARATOR_THRESHOLD};
 
-use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END};
+use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
 use crate::fault::AllocBudget;
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
-use hint::{retreat_overlapping, Hint, Hinted, HintedSearch};
+use hint::{retreat_overlapping, ArenaHints, Hinted, HintedSearch};
 use lock::HeldNodes;
 use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
@@ -106,7 +115,7 @@ pub struct SkipListMap<V> {
     counts: Box<[CachePadded<AtomicIsize>]>,
     /// Hints padded: each is written by its arena's allocating thread, so two on one line would
     /// be false sharing between arenas.
-    arenas: Option<(ArenaLayout, Box<[CachePadded<Hint>]>)>,
+    arenas: Option<(ArenaLayout, Box<[CachePadded<ArenaHints>]>)>,
     /// Ordinary nodes' maximum height.
     cap: usize,
     /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
@@ -139,6 +148,8 @@ pub struct SkipLocked<'a, V: Clone + Send + Sync + 'static> {
     range: Interval,
     /// Released on drop (see `lock.rs`), unless `swap` consumes them.
     nodes: HeldNodes<V>,
+    /// See [`SkipLocked::stable_span`]; read when the lock was taken (it cannot change).
+    span: Range<u64>,
 }
 
 impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
@@ -146,6 +157,79 @@ impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
     pub fn range(&self) -> Interval {
         self.range
     }
+
+    /// `[end of the held predecessor node (0 for the head), start of the first node after the
+    /// last held node (KEY_SPACE_END if none))`, a superset of [`range`](Self::range): while
+    /// this lock is held no other operation can insert, remove or change any node inside this
+    /// span (separators count as nodes), so its intervals are [`intervals`](Self::intervals)
+    /// and the rest of it is free, and both stay so until the lock is dropped or swapped.
+    ///
+    /// Why (`lock.rs`, `alloc.rs`, `swap.rs`): the lock holds, LOCKED on their level-0 links,
+    /// the predecessor `p` (the last node with `end <= range.start`) and every node after it
+    /// that starts below `range.end`; call the last of them `l` and its level-0 successor `n`.
+    /// The span is `[p.end, n.start)`: the held nodes after `p` and the gaps between `p`, them
+    /// and `n`, each gap being the one after a held node.
+    /// - *Insert by alloc*: a claim is one CAS of the gap's predecessor link from the untagged
+    ///   value to the new node; an alloc that finds the link LOCKED waits, and its CAS cannot
+    ///   succeed on a LOCKED word. So no alloc claims a gap in the span.
+    /// - *Insert, remove or replace by swap* (`map`, `swap`, an alloc across a separator):
+    ///   the swap's commit store writes the link of the predecessor of its range, which it
+    ///   must hold, and removes only nodes it holds. A range that overlaps the span has as
+    ///   predecessor (the last node ending at or before its start) `p`, a held node, or a node
+    ///   before `p` if the range starts below `p.end`; then it must also lock every node from
+    ///   there that starts below its end, `p` included (`p.start <= p.end <` its end, since it
+    ///   reaches into the span). Either way it waits for a node we hold (`lock_node`). A
+    ///   held node is never removed by anyone else (only the holder of a node and of its
+    ///   predecessor can swap it out), and `n` is not either: its predecessor `l` is held.
+    /// - *Change*: a node's interval and value never change while it is in the list (a swap
+    ///   replaces nodes); other threads may still CAS the upper-level links of held nodes
+    ///   (towers of inserts outside the span, helping), which changes no node of the span.
+    pub fn stable_span(&self) -> Range<u64> {
+        self.span.clone()
+    }
+
+    /// The held interval nodes (not the predecessor, not separators), in order, with their
+    /// values: every interval overlapping [`range`](Self::range), whole (a `swap` keeps the
+    /// parts outside the range). Borrowed from the lock: held nodes are pinned (only their
+    /// holder can retire them), so no read section is needed.
+    pub fn intervals(&self) -> impl Iterator<Item = (Interval, &V)> + '_ {
+        self.nodes[1..].iter().filter_map(|&p| {
+            // SAFETY: a held node stays allocated while we hold it (Lemma B.1, `lock.rs`), and
+            // `&self` keeps the lock held (a `swap` consumes it, a drop releases it) for the
+            // borrow; its interval and value are immutable.
+            let n = unsafe { &*p };
+            n.is_interval().then(|| {
+                let iv = Interval {
+                    start: n.start,
+                    end: n.end,
+                };
+                (iv, n.value())
+            })
+        })
+    }
+}
+
+/// The stable span of held nodes (see [`SkipLocked::stable_span`]).
+///
+/// # Safety
+/// `nodes` came from `lock_range` and are held by the caller.
+unsafe fn held_span<V>(nodes: &HeldNodes<V>) -> Range<u64> {
+    let first = nodes[0];
+    let last = *nodes.last().expect("at least the predecessor");
+    // SAFETY: held nodes are alive; their intervals are immutable. The head's `end` is 0.
+    let lo = unsafe { (*first).end };
+    // We hold `last`, so its level-0 successor is stable (its removal or an insert in front of
+    // it would write `last`'s link) and alive. Acquire (`load`): the link's target was published
+    // by a Release store or CAS, which this load (or our lock's Acquire CAS) reads.
+    // SAFETY: as above.
+    let succ = link::ptr::<V>(unsafe { (*last).load(0) });
+    let hi = if succ.is_null() {
+        KEY_SPACE_END
+    } else {
+        // SAFETY: `succ` is in the list after a held node, hence alive (see above).
+        unsafe { (*succ).start }
+    };
+    lo..hi
 }
 
 impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
@@ -174,7 +258,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         let mut m = Self::new(domain);
         m.cap = SEPARATOR_THRESHOLD - 1;
         let hints = (0..layout.count)
-            .map(|k| CachePadded::new(Hint::new(layout.arena(k).start)))
+            .map(|k| CachePadded::new(ArenaHints::new(layout.arena(k).start)))
             .collect();
         m.arenas = Some((layout, hints));
         let seps: Vec<_> = (0..=layout.count as u64)
@@ -342,17 +426,20 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     }
 
     /// `alloc` that hands the value back when there is no space (so callers can try
-    /// elsewhere); `None` with `OutOfMemory`.
+    /// elsewhere); `None` with `OutOfMemory`. With `pad > 0` it claims `len` bytes at `pad`
+    /// bytes into the first gap of `len + 2 * pad` bytes (`alloc.rs`); the caller checked that
+    /// this sum does not overflow.
     fn alloc_inner(
         &self,
         within: Interval,
         len: u64,
+        pad: u64,
         value: V,
     ) -> Result<Interval, (MapError, Option<V>)> {
-        let arena = self
-            .arenas
-            .as_ref()
-            .and_then(|(l, hints)| l.arena_of(within.start, within.end).map(|k| &*hints[k]));
+        let arena = self.arenas.as_ref().and_then(|(l, hints)| {
+            l.arena_of(within.start, within.end)
+                .map(|k| hints[k].for_pad(pad))
+        });
         self.readers.with(|_, stripe, retired| {
             let height = random_height(self.cap);
             let node = Node::try_alloc(
@@ -367,7 +454,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             let mut search = HintedSearch::new(arena);
             loop {
                 // SAFETY: inside a read section; `node` is fresh (or handed back by `run`).
-                match unsafe { search.run(&self.raw, within, len, node) } {
+                match unsafe { search.run(&self.raw, within, len, pad, node) } {
                     Hinted::Inserted(start) => {
                         self.add_len(stripe, 1);
                         return Ok(Interval {
@@ -381,6 +468,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         return Err((MapError::NoSpace { len, within }, Some(v)));
                     }
                     Hinted::Straddle(g) => {
+                        debug_assert_eq!(pad, 0, "padded searches end gaps at separators");
                         let mut pos = Position::new();
                         // SAFETY: inside a read section.
                         let (locked, levels) =
@@ -422,14 +510,14 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         };
         let arena = layout.arena(core % layout.count);
         check_alloc(arena.start..arena.end, len)?;
-        let mut value = match self.alloc_inner(arena, len, value) {
+        let mut value = match self.alloc_inner(arena, len, 0, value) {
             Ok(iv) => return Ok(iv),
             Err((_, Some(v))) => v,
             Err((e, None)) => return Err(e),
         };
         for r in [layout.end()..KEY_SPACE_END, 0..layout.base] {
             if let Ok(w) = Interval::try_from(r) {
-                match self.alloc_inner(w, len, value) {
+                match self.alloc_inner(w, len, 0, value) {
                     Ok(iv) => return Ok(iv),
                     Err((_, Some(v))) => value = v,
                     Err((e, None)) => return Err(e),
@@ -444,6 +532,60 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 end: KEY_SPACE_END,
             },
         })
+    }
+
+    /// Allocates `len` bytes for `value` in arena `core % count` only (never the shared region),
+    /// padded: claims `[g + pad, g + pad + len)` inside the first free gap `[g, ge)` of the arena
+    /// with `ge - g >= len + 2 * pad`, so that the new interval has at least `pad` free bytes on
+    /// both sides when it is allocated (and is adjacent to no node, for `pad > 0`). Gap ends are
+    /// the neighbouring nodes (intervals or separators) or the arena bounds. First fit from the
+    /// arena's hint: exact when nothing runs concurrently; under concurrency the claimed range
+    /// was a gap of `len + 2 * pad` bytes at the claim (one CAS, as `alloc`). `pad == 0` is
+    /// `alloc_in_arena` without the fallback to the shared region.
+    ///
+    /// The pads are not reserved: later operations (an unpadded alloc, a `map`) may fill them.
+    ///
+    /// Padded searches start from their own hint (`skiplist/hint.rs`): an arena of regions
+    /// padded by one page is searched in O(log n); pads or lengths that leave gaps of three
+    /// pages or more that the next claim does not fit in make the search walk those gaps.
+    ///
+    /// Errors (the value is handed back where the caller may want to try elsewhere):
+    /// - [`ArenaAllocError::Invalid`]: `pad` unaligned, `len` zero or unaligned (the value is
+    ///   dropped);
+    /// - [`ArenaAllocError::NoArenas`]: the map has no arenas;
+    /// - [`ArenaAllocError::ArenaFull`]: no gap of `len + 2 * pad` bytes in the arena (also when
+    ///   that sum overflows or exceeds the arena);
+    /// - [`ArenaAllocError::OutOfMemory`]: the node could not be allocated (the value is dropped).
+    pub fn alloc_in_arena_padded(
+        &self,
+        core: usize,
+        len: u64,
+        pad: u64,
+        value: V,
+    ) -> Result<Interval, ArenaAllocError<V>> {
+        if pad % PAGE_SIZE != 0 {
+            return Err(ArenaAllocError::Invalid(MapError::Unaligned(pad)));
+        }
+        let Some((layout, _)) = &self.arenas else {
+            return Err(ArenaAllocError::NoArenas(value));
+        };
+        let arena = layout.arena(core % layout.count);
+        check_alloc(arena.start..arena.end, len).map_err(ArenaAllocError::Invalid)?;
+        let fits = pad
+            .checked_mul(2)
+            .and_then(|p| p.checked_add(len))
+            .is_some_and(|need| need <= arena.len());
+        if !fits {
+            return Err(ArenaAllocError::ArenaFull(value));
+        }
+        match self.alloc_inner(arena, len, pad, value) {
+            Ok(iv) => Ok(iv),
+            Err((_, Some(v))) => Err(ArenaAllocError::ArenaFull(v)),
+            Err((e, None)) => {
+                debug_assert_eq!(e, MapError::OutOfMemory);
+                Err(ArenaAllocError::OutOfMemory)
+            }
+        }
     }
 
     /// Checks every structural invariant (sortedness, disjointness, levels as subsequences,
@@ -524,6 +666,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
         ))
     }
 
+    /// Clones the value of an interval that reaches past `range`, once per side kept (the
+    /// trimmed remainders, see the module doc); nothing else is cloned.
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let iv = Interval::try_from(range)?;
         self.readers.with(|_, stripe, retired| {
@@ -540,7 +684,7 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
 
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
         let within = check_alloc(within, len)?;
-        self.alloc_inner(within, len, value).map_err(|(e, _)| e)
+        self.alloc_inner(within, len, 0, value).map_err(|(e, _)| e)
     }
 
     fn visit<'g>(
@@ -581,18 +725,22 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
     fn lock(&self, range: Range<u64>) -> Result<SkipLocked<'_, V>, MapError> {
         let iv = Interval::try_from(range)?;
         // SAFETY: inside a read section; afterwards the held nodes pin themselves.
-        let nodes = self
-            .readers
-            .with(|_, _, _| unsafe { self.raw.lock_range(iv.start, iv.end) });
+        let (nodes, span) = self.readers.with(|_, _, _| unsafe {
+            let nodes = self.raw.lock_range(iv.start, iv.end);
+            let span = held_span(&nodes);
+            (nodes, span)
+        });
         Ok(SkipLocked {
             map: self,
             range: iv,
             nodes,
+            span,
         })
     }
 
     /// Replaces the contents of the held range by `new_intervals`; parts of overlapped intervals
-    /// outside the held range are kept. An interval outside the range or overlapping another is
+    /// outside the held range are kept, as new nodes with a `Clone` of the value (the only
+    /// values cloned; see the module doc). An interval outside the range or overlapping another is
     /// refused with `OutOfRange`, a failed node allocation with `OutOfMemory` (nothing changes;
     /// the range is released).
     fn swap(
@@ -638,3 +786,7 @@ impl<V> Drop for Unpublished<V> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod tests_padded;
+#[cfg(all(test, not(loom)))]
+mod tests_span;

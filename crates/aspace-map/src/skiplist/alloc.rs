@@ -1,6 +1,15 @@
 //! Alloc by CAS (SOSP'25 §4.2 "Alloc"): find the first gap of `len` bytes in `[from, we)` and
 //! claim it by inserting a node with one CAS on the gap's level-0 predecessor link.
 //!
+//! Padded alloc (`pad > 0`, not in the paper): the first gap `[g, ge)` with `ge - g >= len + 2 *
+//! pad` is claimed at `[g + pad, g + pad + len)`, so the new node has at least `pad` free bytes on
+//! both sides. Gap ends are the neighbouring nodes (intervals *and* separators) clipped to the
+//! search range `[ws, we)`, and `g` is the real gap start (`max(pred.end, ws)`), never the
+//! search start `from` (a hint may point into a gap). The claim is the same CAS on the same
+//! link: it succeeds only if the link still points to the successor the walk saw, untagged, so
+//! the whole gap `[g, ge)` was still free at the CAS and the pads are free then. Padded searches
+//! never report `Straddle`: a separator ends a gap.
+//!
 //! The walk starts at the level-0 predecessor of `from` (found in O(log n) by `find`) and moves
 //! right one gap at a time. When a gap fits, the predecessor's link decides:
 //! - untagged: CAS it from the successor to the new node (born LOCKED, see `swap.rs`); on success
@@ -20,6 +29,7 @@
 //!
 //! Not for: arena selection and hints (the facade).
 
+use super::hint::hint_gap_min;
 use super::link::{pack, unpack, Tag};
 use super::lock::unlock_node;
 use super::node::{Kind, Node, MAX_HEIGHT};
@@ -32,13 +42,16 @@ use std::ptr::null_mut;
 /// What `alloc_insert` did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum AllocOutcome {
-    /// The node was inserted at `start`; every page in `[from, covered_to)` was covered by an
-    /// interval when the walk passed it (`covered_to` is the first free page the walk saw).
+    /// The node was inserted at `start`. The walk saw no gap of `hint_gap_min(pad)` bytes or
+    /// more (see `hint.rs`) below `hint_to`, counting its own claim: for `pad == 0`, every page
+    /// in `[from, hint_to)` was covered by an interval when the walk passed it (`hint_to` is
+    /// the first free page the walk saw); for `pad > 0`, `hint_to` is the start of the first gap
+    /// of at least `PADDED_GAP_MIN` bytes it saw, or where the claim left the next one.
     Inserted {
         /// Start of the new interval.
         start: u64,
-        /// End of the fully covered prefix of the search range.
-        covered_to: u64,
+        /// Where a search that started from its hint may advance that hint to.
+        hint_to: u64,
     },
     /// No gap of `len` in the searched range.
     NoSpace,
@@ -47,23 +60,36 @@ pub(crate) enum AllocOutcome {
 }
 
 impl<V> RawSkipList<V> {
-    /// Claims the first gap of `len` bytes in `[from, we)` for `node` (fresh, unpublished; its
-    /// `start`/`end` are set here). On anything but `Inserted` the node is still the caller's.
+    /// Claims the first gap of `len` bytes in `[from, we)` (`pad == 0`), or the first gap of
+    /// `len + 2 * pad` bytes in `[ws, we)` reached from `from` at `pad` bytes into it (see the
+    /// module doc), for `node` (fresh, unpublished; its `start`/`end` are set here). On anything
+    /// but `Inserted` the node is still the caller's.
     ///
     /// # Safety
-    /// The caller keeps reachable nodes alive (see `raw.rs`); `node` came from `Node::alloc`.
+    /// The caller keeps reachable nodes alive (see `raw.rs`); `node` came from `Node::alloc`;
+    /// `ws <= from <= we` and `len + 2 * pad` does not overflow.
     pub(crate) unsafe fn alloc_insert(
         &self,
         from: u64,
+        ws: u64,
         we: u64,
         len: u64,
+        pad: u64,
         node: *mut Node<V>,
     ) -> AllocOutcome {
+        debug_assert!(ws <= from && from <= we);
+        // The gap a claim needs, and the gap the hint must not skip.
+        let need = len + 2 * pad;
+        let hint_min = hint_gap_min(pad);
+        // Unpadded gaps are clipped at the search start (everything below it is covered when it
+        // is a hint); padded gaps keep their real start, which the pad is measured from.
+        let lo = if pad == 0 { from } else { ws };
         let mut pos = Position::new();
         'restart: loop {
             // SAFETY: precondition forwarded.
             unsafe { self.find(from, from, self.levels(), &mut pos) };
             let mut prev = pos.preds[0];
+            // Start of the first gap of `>= hint_min` bytes the walk saw (`hint_to`).
             let mut first_free: Option<u64> = None;
             loop {
                 // SAFETY (loop): `prev` and `next` were reached through Acquire loads and are
@@ -72,8 +98,8 @@ impl<V> RawSkipList<V> {
                 let p = unsafe { &*prev };
                 let w = p.load(0);
                 let (next, t) = unpack::<V>(w);
-                let gs = p.end.max(from);
-                if gs >= we || we - gs < len {
+                let gs = p.end.max(lo);
+                if gs >= we || we - gs < need {
                     return AllocOutcome::NoSpace;
                 }
                 let next_start = if next.is_null() {
@@ -83,7 +109,8 @@ impl<V> RawSkipList<V> {
                     unsafe { (*next).start }
                 };
                 let ge = next_start.min(we);
-                if ge > gs && ge - gs >= len {
+                let size = ge.saturating_sub(gs);
+                if size >= need {
                     match t {
                         Tag::Locked => {
                             spin_wait();
@@ -91,10 +118,11 @@ impl<V> RawSkipList<V> {
                         }
                         Tag::Invalidated | Tag::Deleted => continue 'restart,
                         Tag::None => {
+                            let start = gs + pad;
                             // SAFETY: `node` is unpublished: plain writes.
                             unsafe {
-                                (*node).start = gs;
-                                (*node).end = gs + len;
+                                (*node).start = start;
+                                (*node).end = start + len;
                             }
                             // Relaxed: unpublished until the CAS below.
                             // SAFETY: `node` is ours and unpublished.
@@ -116,23 +144,26 @@ impl<V> RawSkipList<V> {
                                     self.link_node_upper(node);
                                     unlock_node(node);
                                 }
+                                // No earlier gap of `>= hint_min`: the next one is the pad gap
+                                // in front of the claim if it is that long, else after it.
+                                let after = if pad >= hint_min { gs } else { start + len };
                                 return AllocOutcome::Inserted {
-                                    start: gs,
-                                    covered_to: first_free.unwrap_or(gs + len),
+                                    start,
+                                    hint_to: first_free.unwrap_or(after),
                                 };
                             }
                             continue;
                         }
                     }
                 }
-                if ge > gs && first_free.is_none() {
+                if size >= hint_min && first_free.is_none() {
                     first_free = Some(gs);
                 }
                 if next.is_null() {
                     return AllocOutcome::NoSpace;
                 }
                 // SAFETY: reached from the head through Acquire loads; alive per the precondition.
-                if unsafe { (*next).kind } == Kind::Separator {
+                if pad == 0 && unsafe { (*next).kind } == Kind::Separator {
                     // The gap continues across separators: does it fit there?
                     let mut m = next;
                     let merged_end = loop {

@@ -14,7 +14,9 @@
 //! re-creates the separators at boundaries strictly inside the span it rewrote that no new
 //! interval covers. So at rest there is a separator at every boundary not covered by an interval.
 //!
-//! Each arena also keeps an allocation hint (`hint.rs`).
+//! Each arena also keeps allocation hints (`hint.rs`). [`ArenaAllocError`] is what an
+//! allocation confined to one arena (`SkipListMap::alloc_in_arena_padded`) reports: it hands the
+//! value back when the caller may place it elsewhere.
 //!
 //! Not for: assigning arenas to threads (the caller passes its core number).
 
@@ -107,5 +109,56 @@ impl ArenaLayout {
     /// Boundary number of address `b` (an arena edge).
     pub(crate) fn boundary_index(&self, b: u64) -> u64 {
         (b - self.base) / self.size
+    }
+}
+
+/// Why `SkipListMap::alloc_in_arena_padded` allocated nothing. Nothing changed in the map.
+///
+/// The value is handed back where the caller can still place it elsewhere (`ArenaFull`,
+/// `NoArenas`); it is dropped with bad input and when the node allocation failed.
+#[derive(thiserror::Error)]
+pub enum ArenaAllocError<V> {
+    /// The arena has no free gap of `len + 2 * pad` bytes (Linux: `ENOMEM`). Holds the value.
+    #[error("no free gap for a padded allocation in the arena")]
+    ArenaFull(V),
+    /// The map was made without arenas (Linux has none either: `ENOMEM`, so a caller that
+    /// does not fall back reports an exhausted address space). Holds the value.
+    #[error("the map has no arenas")]
+    NoArenas(V),
+    /// A node allocation failed before anything was published (Linux: `ENOMEM`).
+    #[error("out of memory")]
+    OutOfMemory,
+    /// `len` is zero or unaligned, or `pad` is unaligned (Linux: `EINVAL`).
+    #[error(transparent)]
+    Invalid(MapError),
+}
+
+impl<V> ArenaAllocError<V> {
+    /// The errno Linux returns for the same failure.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Self::ArenaFull(_) | Self::NoArenas(_) | Self::OutOfMemory => libc::ENOMEM,
+            Self::Invalid(e) => e.errno(),
+        }
+    }
+
+    /// The value handed back, if this error holds it.
+    pub fn into_value(self) -> Option<V> {
+        match self {
+            Self::ArenaFull(v) | Self::NoArenas(v) => Some(v),
+            Self::OutOfMemory | Self::Invalid(_) => None,
+        }
+    }
+}
+
+/// Does not print the value (so `V` needs no `Debug`).
+impl<V> std::fmt::Debug for ArenaAllocError<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ArenaFull(_) => f.write_str("ArenaFull(..)"),
+            Self::NoArenas(_) => f.write_str("NoArenas(..)"),
+            Self::OutOfMemory => f.write_str("OutOfMemory"),
+            Self::Invalid(e) => f.debug_tuple("Invalid").field(e).finish(),
+        }
     }
 }

@@ -26,15 +26,43 @@
 //! may return a higher gap than the lowest (the arena's later frees move the hint back below
 //! it). Regression: `a_wrapped_hint_version_cannot_hide_a_free_gap` (tests use 2 version bits).
 //!
+//! # The padded hint
+//! A padded alloc (`pad > 0`, `SkipListMap::alloc_in_arena_padded`) claims
+//! `[g + pad, g + pad + len)` in the first gap `[g, ge)` with `ge - g >= len + 2 * pad`, and
+//! leaves the pad pages free. The free hint cannot move past them (they are free pages, which
+//! unpadded first fit must find), so padded searches would walk every pad gap of the arena from
+//! its first free page: O(n) per alloc. Each arena therefore keeps a second hint
+//! ([`ArenaHints::padded`]) with a weaker invariant, the same version and the same `advance` /
+//! `retreat`:
+//!
+//! > every gap of the arena (clipped to its bounds) that *ends* at or below the padded hint is
+//! > shorter than [`PADDED_GAP_MIN`] (three pages: `len + 2 * pad` for the smallest `len` and
+//! > `pad`, so no padded claim fits in such a gap).
+//!
+//! A padded search starts at the predecessor of the hint and evaluates the gap there with its
+//! real start (not clipped at the hint), so it skips only gaps that end below the hint, and is
+//! exact first fit sequentially. On success it advances the hint to the start of the first gap
+//! of `>= PADDED_GAP_MIN` it saw before its claim; if there was none, to `g` when `pad >=
+//! PADDED_GAP_MIN` (the pad gap in front of the claim is itself such a gap) and else to the end
+//! of its claim (the pad gap in front is shorter, and lies below). Only frees make a gap longer
+//! and a free only changes gaps that reach past the start `s` of its range; it moves both hints
+//! back to `s` with a version bump. So the argument for the free hint carries over word for word:
+//! an advance that raced a free fails its version CAS, and a wrapped version is caught by the
+//! search from the arena start. Searches with a larger `len + 2 * pad` than three pages still
+//! walk the shorter-than-needed gaps of three pages or more; an arena of regions padded by one
+//! page (gaps of one or two pages) is searched in O(log n).
+//!
+//! Both invariants are instances of one statement with a threshold `t` ([`hint_gap_min`]):
+//! the search skips no gap of `>= t` bytes that could hold its claim (`t = 1` byte for the free
+//! hint, whose gaps are clipped at the hint, so no free page at all lies below it).
+//!
 //! Not for: arena layout and separators (`arena.rs`), the claim itself (`alloc.rs`).
 
 use super::alloc::AllocOutcome;
 use super::arena::ArenaLayout;
 use super::node::Node;
 use super::raw::RawSkipList;
-use crate::contract::Interval;
-#[cfg(not(test))]
-use crate::contract::PAGE_SIZE;
+use crate::contract::{Interval, PAGE_SIZE};
 use crate::sync::{AtomicU64, Ordering};
 
 /// The version bits of a hint word (the page offset bits of its address). Tests shrink it to 2
@@ -44,7 +72,53 @@ pub(crate) const VERSION_MASK: u64 = PAGE_SIZE - 1;
 #[cfg(test)]
 pub(crate) const VERSION_MASK: u64 = 3;
 
-/// One arena's hint: `address | version`.
+/// The shortest gap that a padded claim (`len >= PAGE_SIZE`, `pad >= PAGE_SIZE`) can use: the
+/// padded hint skips only gaps shorter than this (see the module doc).
+pub(crate) const PADDED_GAP_MIN: u64 = 3 * PAGE_SIZE;
+
+/// The threshold of the hint a search with this `pad` uses: its walk advances the hint to the
+/// first gap of at least this many bytes (1 for unpadded searches: any free page).
+pub(crate) fn hint_gap_min(pad: u64) -> u64 {
+    if pad == 0 {
+        1
+    } else {
+        PADDED_GAP_MIN
+    }
+}
+
+/// An arena's two hints (written by the same allocating threads, so one cache line).
+pub(crate) struct ArenaHints {
+    /// Lower bound of the arena's first free page: unpadded searches start here.
+    pub(crate) free: Hint,
+    /// No gap of `>= PADDED_GAP_MIN` ends at or below it: padded searches start here.
+    pub(crate) padded: Hint,
+}
+
+impl ArenaHints {
+    pub(crate) fn new(start: u64) -> Self {
+        Self {
+            free: Hint::new(start),
+            padded: Hint::new(start),
+        }
+    }
+
+    /// The hint a search with this `pad` starts from.
+    pub(crate) fn for_pad(&self, pad: u64) -> &Hint {
+        if pad == 0 {
+            &self.free
+        } else {
+            &self.padded
+        }
+    }
+
+    /// After a free at `to`: moves both hints back (see [`Hint::retreat`]).
+    pub(crate) fn retreat(&self, to: u64) {
+        self.free.retreat(to);
+        self.padded.retreat(to);
+    }
+}
+
+/// One hint: `address | version`.
 pub(crate) struct Hint(AtomicU64);
 
 impl Hint {
@@ -85,7 +159,7 @@ impl Hint {
 /// `hints` are the arenas' hints in arena order.
 pub(crate) fn retreat_overlapping<'h>(
     layout: &ArenaLayout,
-    hints: impl IntoIterator<Item = &'h Hint>,
+    hints: impl IntoIterator<Item = &'h ArenaHints>,
     s: u64,
     e: u64,
 ) {
@@ -124,8 +198,10 @@ impl<'h> HintedSearch<'h> {
         }
     }
 
-    /// Claims the first gap of `len` bytes in `within` for `node`, searching from the hint (if
-    /// any, and if it lies in `within`) and again from `within.start` if that found no room.
+    /// Claims the first gap of `len + 2 * pad` bytes in `within` for `node` (at `pad` bytes into
+    /// it), searching from the hint (if any, and if it lies in `within`) and again from
+    /// `within.start` if that found no room. The hint must be the one for `pad`
+    /// ([`ArenaHints::for_pad`]) and `len + 2 * pad` must not overflow.
     /// On anything but `Inserted` the node is still the caller's; after a `Straddle` the caller
     /// may call `run` again (the search keeps its state).
     ///
@@ -136,6 +212,7 @@ impl<'h> HintedSearch<'h> {
         raw: &RawSkipList<V>,
         within: Interval,
         len: u64,
+        pad: u64,
         node: *mut Node<V>,
     ) -> Hinted {
         loop {
@@ -151,10 +228,10 @@ impl<'h> HintedSearch<'h> {
                 _ => (None, within.start),
             };
             // SAFETY: forwarded.
-            match unsafe { raw.alloc_insert(from, within.end, len, node) } {
-                AllocOutcome::Inserted { start, covered_to } => {
+            match unsafe { raw.alloc_insert(from, within.start, within.end, len, pad, node) } {
+                AllocOutcome::Inserted { start, hint_to } => {
                     if let (Some(h), Some(w)) = (self.hint, seen) {
-                        h.advance(w, covered_to);
+                        h.advance(w, hint_to);
                     }
                     return Hinted::Inserted(start);
                 }

@@ -34,6 +34,12 @@
 //!   advances the hint; the hint must stay below the freed page, so that the next alloc is first
 //!   fit. Caught mutations: `Hint::retreat` without the version bump (the advance CAS then
 //!   succeeds), `Hint::advance` as a plain store.
+//! - `a_free_behind_a_padded_alloc_keeps_the_padded_hint_below_it`: the same race for the padded
+//!   hint (`hint.rs`, "The padded hint"): a padded alloc walks past an interval that a concurrent
+//!   free turns into a gap long enough for the next padded alloc; the padded hint must not end
+//!   above it.
+//! - `padded_alloc_vs_map_into_its_gap`: a padded alloc races a map that inserts an interval
+//!   into the gap it fits in; the claim keeps its pads against every node present at its CAS.
 //!
 //! Mutations these models were checked against (each applied by hand, the model failed, restored):
 //! lock of an INVALIDATED predecessor treated as held (caught by the first model and by
@@ -54,7 +60,7 @@
 
 use super::alloc::AllocOutcome;
 use super::arena::ArenaLayout;
-use super::hint::{retreat_overlapping, Hint, Hinted, HintedSearch};
+use super::hint::{retreat_overlapping, ArenaHints, Hinted, HintedSearch};
 use super::link::ptr;
 use super::node::{Kind, Node};
 use super::raw::RawSkipList;
@@ -205,7 +211,7 @@ fn alloc_vs_lock_on_the_same_gap() {
             thread::spawn(move || {
                 let n = node(0, 0, 1, 7);
                 // SAFETY: nothing is freed while the threads run.
-                let got = unsafe { list.alloc_insert(0, 4 * P, P, n) };
+                let got = unsafe { list.alloc_insert(0, 0, 4 * P, P, 0, n) };
                 match got {
                     AllocOutcome::Inserted { start, .. } => start / P,
                     other => panic!("alloc failed: {other:?}"),
@@ -244,7 +250,7 @@ fn tall_node_helped(map: MapFn) {
             thread::spawn(move || {
                 let n = node(0, 0, 2, 5);
                 // SAFETY: nothing is freed while the threads run.
-                let got = unsafe { list.alloc_insert(4 * P, 6 * P, P, n) };
+                let got = unsafe { list.alloc_insert(4 * P, 4 * P, 6 * P, P, 0, n) };
                 assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == 4 * P));
             })
         };
@@ -281,7 +287,7 @@ fn gap_it_freed(map: MapFn) {
             thread::spawn(move || {
                 let n = node(0, 0, 2, 7);
                 // SAFETY: nothing is freed while the threads run.
-                let got = unsafe { list.alloc_insert(0, 8 * P, P, n) };
+                let got = unsafe { list.alloc_insert(0, 0, 8 * P, P, 0, n) };
                 match got {
                     AllocOutcome::Inserted { start, .. } => start / P,
                     other => panic!("alloc failed: {other:?}"),
@@ -329,7 +335,7 @@ fn fused_swap_unlinks_a_run_of_tall_nodes_next_to_an_insert() {
             thread::spawn(move || {
                 let n = node(0, 0, 2, 5);
                 // SAFETY: nothing is freed while the threads run.
-                let got = unsafe { list.alloc_insert(4 * P, 6 * P, P, n) };
+                let got = unsafe { list.alloc_insert(4 * P, 4 * P, 6 * P, P, 0, n) };
                 assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == 4 * P));
             })
         };
@@ -378,7 +384,7 @@ fn lock_advances_past_an_insert_in_front_of_its_range() {
             thread::spawn(move || {
                 let n = node(0, 0, 1, 7);
                 // SAFETY: nothing is freed while the threads run.
-                let got = unsafe { list.alloc_insert(P, 3 * P, P, n) };
+                let got = unsafe { list.alloc_insert(P, P, 3 * P, P, 0, n) };
                 assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == P));
             })
         };
@@ -462,7 +468,7 @@ fn swap_unlinks_its_tall_node_after_an_insert_links_in_front_of_it() {
             thread::spawn(move || {
                 let n = node(0, 0, 2, 2);
                 // SAFETY: nothing is freed while the threads run.
-                let got = unsafe { list.alloc_insert(2 * P, 4 * P, P, n) };
+                let got = unsafe { list.alloc_insert(2 * P, 2 * P, 4 * P, P, 0, n) };
                 assert!(matches!(got, AllocOutcome::Inserted { start, .. } if start == 2 * P));
             })
         };
@@ -493,14 +499,20 @@ fn a_free_behind_an_alloc_keeps_the_hint_below_it() {
             base: 0,
         };
         let arena = Interval::new(0, 8 * P).unwrap();
-        let hints = Arc::new([Hint::new(0)]);
+        let hints = Arc::new([ArenaHints::new(0)]);
         let r0 = map(&list, 0, 2, vec![node(0, 1, 1, 1), node(1, 2, 1, 2)]);
         let allocator = {
             let (list, hints) = (Arc::clone(&list), Arc::clone(&hints));
             thread::spawn(move || {
                 // SAFETY: nothing is freed while the threads run.
                 let got = unsafe {
-                    HintedSearch::new(Some(&hints[0])).run(&list, arena, P, node(0, 0, 1, 7))
+                    HintedSearch::new(Some(&hints[0].free)).run(
+                        &list,
+                        arena,
+                        P,
+                        0,
+                        node(0, 0, 1, 7),
+                    )
                 };
                 match got {
                     Hinted::Inserted(start) => start / P,
@@ -515,15 +527,99 @@ fn a_free_behind_an_alloc_keeps_the_hint_below_it() {
         // Quiescent: the next alloc from the hint is exact first fit.
         let next = node(0, 0, 1, 8);
         // SAFETY: quiescent.
-        let got = unsafe { HintedSearch::new(Some(&hints[0])).run(&*list, arena, P, next) };
+        let got = unsafe { HintedSearch::new(Some(&hints[0].free)).run(&*list, arena, P, 0, next) };
         let lowest = if at == 1 { 2 } else { 1 };
         assert!(at == 1 || at == 2, "alloc at page {at}");
         assert_eq!(
             got,
             Hinted::Inserted(lowest * P),
             "the hint ({:#x}) hides a free page",
-            hints[0].read().1
+            hints[0].free.read().1
         );
         finish(&list, vec![r0, r1]);
+    });
+}
+
+/// Padded hint (`hint.rs`): arena `[0, 12)` pages holds `[1, 2)` and `[2, 5)`. The allocator
+/// (len 1, pad 1: needs a gap of 3) reads the padded hint (page 0), skips the gap `[0, 1)`,
+/// walks past `[2, 5)` and claims page 6 in the gap `[5, 12)`, then advances the hint past
+/// its claim (page 7). The main thread frees `[2, 5)` and moves the hints back to page 2:
+/// the gap `[2, 6)` then fits the next padded alloc at page 3, so the padded hint must end at
+/// or below page 2 unless the allocator saw the free (then it claimed page 3 itself, and the
+/// next one is page 5).
+#[test]
+fn a_free_behind_a_padded_alloc_keeps_the_padded_hint_below_it() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let layout = ArenaLayout {
+            count: 1,
+            size: 12 * P,
+            base: 0,
+        };
+        let arena = Interval::new(0, 12 * P).unwrap();
+        let hints = Arc::new([ArenaHints::new(0)]);
+        let r0 = map(&list, 1, 5, vec![node(1, 2, 1, 1), node(2, 5, 1, 2)]);
+        let allocator = {
+            let (list, hints) = (Arc::clone(&list), Arc::clone(&hints));
+            thread::spawn(move || {
+                let n = node(0, 0, 1, 7);
+                // SAFETY: nothing is freed while the threads run.
+                let got =
+                    unsafe { HintedSearch::new(Some(&hints[0].padded)).run(&list, arena, P, P, n) };
+                match got {
+                    Hinted::Inserted(start) => start / P,
+                    other => panic!("alloc failed: {other:?}"),
+                }
+            })
+        };
+        let r1 = map(&list, 2, 5, vec![]);
+        retreat_overlapping(&layout, hints.iter(), 2 * P, 5 * P);
+        let at = allocator.join().unwrap();
+        assert!(at == 3 || at == 6, "padded alloc at page {at}");
+        let next = node(0, 0, 1, 8);
+        // SAFETY: quiescent.
+        let got =
+            unsafe { HintedSearch::new(Some(&hints[0].padded)).run(&*list, arena, P, P, next) };
+        let lowest = if at == 6 { 3 } else { 5 };
+        assert_eq!(
+            got,
+            Hinted::Inserted(lowest * P),
+            "the padded hint ({:#x}) hides a gap",
+            hints[0].padded.read().1
+        );
+        finish(&list, vec![r0, r1]);
+    });
+}
+
+/// Padded claim (`alloc.rs`): the allocator (len 1, pad 1) finds the gap `[0, 8)` pages empty
+/// and claims page 1; the main thread maps page 2 (lock + swap of the gap's predecessor, the
+/// head). If the map committed first, the gap `[0, 2)` is too short and the claim must be page
+/// 4 (pads `[3, 4)` and `[5, 6)`): the CAS on the head's link fails on the LOCKED or changed
+/// word, so the allocator never claims page 1 next to a node it did not see.
+#[test]
+fn padded_alloc_vs_map_into_its_gap() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let allocator = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || {
+                let n = node(0, 0, 1, 7);
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe { list.alloc_insert(0, 0, 8 * P, P, P, n) };
+                match got {
+                    AllocOutcome::Inserted { start, .. } => start / P,
+                    other => panic!("alloc failed: {other:?}"),
+                }
+            })
+        };
+        let r0 = map(&list, 2, 3, vec![node(2, 3, 1, 2)]);
+        let at = allocator.join().unwrap();
+        let got = finish(&list, vec![r0]);
+        match at {
+            // The alloc came first; the map may land next to it (pads are not reserved).
+            1 => assert_eq!(got, vec![(1, 2, 7), (2, 3, 2)]),
+            4 => assert_eq!(got, vec![(2, 3, 2), (4, 5, 7)]),
+            _ => panic!("padded alloc at page {at}: {got:?}"),
+        }
     });
 }

@@ -269,7 +269,7 @@ fn a_wrapped_hint_version_cannot_hide_a_free_gap() {
     m.map(page(0), None).unwrap();
     m.map(page(15), None).unwrap();
     m.map(page(0), Some(100)).unwrap();
-    let hint = &m.arenas.as_ref().unwrap().1[0];
+    let hint = &m.arenas.as_ref().unwrap().1[0].free;
     // The stalled alloc: reads the hint (arena start), sees pages 0..15 covered, claims 15.
     let (seen, from) = hint.read();
     assert_eq!(from, arena.start);
