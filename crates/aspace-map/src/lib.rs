@@ -51,4 +51,4 @@ mod validate;
 pub use bonsai::BonsaiMap;
 pub use btree::BTreeIntervalMap;
 pub use contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
-pub use skiplist::{ArenaAllocError, ArenaLayout, SkipListMap};
+pub use skiplist::{ArenaAllocError, ArenaLayout, SkipListMap, SkipLocked};

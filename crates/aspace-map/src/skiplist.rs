@@ -534,6 +534,28 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         })
     }
 
+    /// [`lock`](IntervalLocking::lock) with the held range widened to the whole nodes it
+    /// overlaps: the returned lock's [`range`](SkipLocked::range) runs from the start of the
+    /// first held interval (or `range.start`) to the end of the last (or `range.end`). It holds
+    /// the same nodes as `lock(range)` (no node overlaps the widened parts but the held ones:
+    /// nodes are disjoint), so a `swap` of it replaces whole nodes and clones no value (the
+    /// caller gives the full replacement of what it read through
+    /// [`intervals`](SkipLocked::intervals)). This is how an address space locks the
+    /// *dynamic* interval of an edit (SOSP'25 §3.1): the regions it overlaps, whole.
+    ///
+    /// # Errors
+    /// As `lock`: an empty, unaligned or out-of-range `range`.
+    pub fn lock_covering(&self, range: Range<u64>) -> Result<SkipLocked<'_, V>, MapError> {
+        let mut locked = self.lock(range)?;
+        let (mut lo, mut hi) = (locked.range.start, locked.range.end);
+        for (iv, _) in locked.intervals() {
+            lo = lo.min(iv.start);
+            hi = hi.max(iv.end);
+        }
+        locked.range = Interval { start: lo, end: hi };
+        Ok(locked)
+    }
+
     /// Allocates `len` bytes for `value` in arena `core % count` only (never the shared region),
     /// padded: claims `[g + pad, g + pad + len)` inside the first free gap `[g, ge)` of the arena
     /// with `ge - g >= len + 2 * pad`, so that the new interval has at least `pad` free bytes on

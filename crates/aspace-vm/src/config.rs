@@ -16,24 +16,31 @@ use crate::types::PAGE_SIZE;
 pub(crate) const DEFAULT_MAX_ADDR: u64 = (1 << 47) - PAGE_SIZE;
 
 /// One concurrency strategy for the whole address space: a lock policy over the same Linux
-/// rules. `Coarse` is built; the scalable designs of the papers follow, and every test and
-/// workload runs on every design.
+/// rules. Every test and workload runs on every design.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Design {
     /// The `btree` interval map under one space `RwLock`: faults take it for reading, everything
     /// else for writing (the stock kernel's `mmap_sem`); broadcast TLB shootdown.
     Coarse,
+    /// IntervalVM (SOSP'25 §5): the `skiplist` interval map under the hybrid-granular lock.
+    /// Faults first without any space lock, then under the local read mode and the region's
+    /// interval lock; `mmap` without an address allocates by CAS in the calling core's arena;
+    /// modifications hold the local write mode and the interval lock of what they change;
+    /// the region count is kept by an adaptive per-core limit counter; TLB shootdowns go to
+    /// the cores that used the page tables involved. See [`Arenas`] and [`CountLimit`].
+    Interval,
 }
 
 impl Design {
     /// Every design, in report order.
-    pub const ALL: &'static [Design] = &[Design::Coarse];
+    pub const ALL: &'static [Design] = &[Design::Coarse, Design::Interval];
 
     /// The design's command-line name.
     pub fn name(self) -> &'static str {
         match self {
             Design::Coarse => "coarse",
+            Design::Interval => "interval",
         }
     }
 
@@ -41,6 +48,40 @@ impl Design {
     pub fn from_name(name: &str) -> Option<Design> {
         Design::ALL.iter().copied().find(|d| d.name() == name)
     }
+}
+
+/// Per-core allocation arenas of the `interval` design (SOSP'25 §5.3): a small part of the
+/// address range split into one arena per core, where `mmap` without an address allocates by
+/// one CAS, starting at the arena's hint. Other designs ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arenas {
+    /// No arenas: every `mmap` without an address is placed top-down like Linux's (the
+    /// differential test against the kernel runs so).
+    Off,
+    /// `min(max_cores, 128)` arenas (the paper's cap) at the bottom of the range, sized so that
+    /// all of them take 1/32 of it (rounded down to pages); off when that leaves an arena
+    /// smaller than 64 pages. The paper's 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
+    Auto,
+    /// Exactly `count` arenas of `size` bytes (page aligned) from `base`.
+    Layout {
+        /// Number of arenas (>= 1).
+        count: usize,
+        /// Bytes per arena.
+        size: u64,
+        /// Start of the first arena.
+        base: u64,
+    },
+}
+
+/// How the `interval` design counts regions against `max_map_count`. Other designs ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountLimit {
+    /// The adaptive per-core counter of SOSP'25 §5.3 (`aspace_sync::LimitCounter`): exact,
+    /// and writes no shared line until the count nears the limit.
+    PerCore,
+    /// One shared atomic (`aspace_sync::AtomicCounter`): exact, every update of every core
+    /// writes one line (the benchmark baseline that shows why the per-core counter is needed).
+    SharedAtomic,
 }
 
 /// The full configuration of an address space.
@@ -63,6 +104,10 @@ pub struct Config {
     pub tlb_entries: usize,
     /// Frames a core's free-frame cache takes from (and returns to) the global pool at once.
     pub frame_batch: usize,
+    /// The `interval` design's per-core arenas (default [`Arenas::Auto`]).
+    pub arenas: Arenas,
+    /// The `interval` design's region counter (default [`CountLimit::PerCore`]).
+    pub count_limit: CountLimit,
 }
 
 impl Default for Config {
@@ -76,6 +121,8 @@ impl Default for Config {
             max_cores: 256,
             tlb_entries: 64,
             frame_batch: 64,
+            arenas: Arenas::Auto,
+            count_limit: CountLimit::PerCore,
         }
     }
 }
@@ -113,6 +160,21 @@ impl Config {
         }
         if self.frame_batch == 0 {
             return Err(VmError::InvalidArgument("frame_batch must be > 0"));
+        }
+        if let Arenas::Layout { count, size, base } = self.arenas {
+            let end = (count as u64)
+                .checked_mul(size)
+                .and_then(|l| l.checked_add(base));
+            if count == 0 || size < PAGE_SIZE || size % PAGE_SIZE != 0 || base % PAGE_SIZE != 0 {
+                return Err(VmError::InvalidArgument(
+                    "arenas need count >= 1 and a page-aligned base and size of at least a page",
+                ));
+            }
+            if base < self.min_addr || end.is_none_or(|e| e > self.max_addr) {
+                return Err(VmError::InvalidArgument(
+                    "arenas must lie inside [min_addr, max_addr)",
+                ));
+            }
         }
         Ok(())
     }
@@ -165,6 +227,18 @@ impl Builder {
     /// Frames moved between a core's cache and the global pool at once (default 64).
     pub fn frame_batch(mut self, n: usize) -> Self {
         self.config.frame_batch = n;
+        self
+    }
+
+    /// The `interval` design's per-core arenas (default [`Arenas::Auto`]).
+    pub fn arenas(mut self, arenas: Arenas) -> Self {
+        self.config.arenas = arenas;
+        self
+    }
+
+    /// The `interval` design's region counter (default [`CountLimit::PerCore`]).
+    pub fn count_limit(mut self, count_limit: CountLimit) -> Self {
+        self.config.count_limit = count_limit;
         self
     }
 

@@ -19,6 +19,8 @@ pub(crate) struct CoreCounters {
     fills: AtomicU64,
     tlb_hits: AtomicU64,
     tlb_misses: AtomicU64,
+    /// Faults resolved by stage (the `interval` design's three; see `designs/interval.rs`).
+    stages: [AtomicU64; 3],
 }
 
 /// The event totals, as [`Counters::sum`] reads them.
@@ -28,6 +30,7 @@ pub(crate) struct EventTotals {
     pub(crate) fills: u64,
     pub(crate) tlb_hits: u64,
     pub(crate) tlb_misses: u64,
+    pub(crate) stages: [u64; 3],
 }
 
 impl CoreCounters {
@@ -49,6 +52,13 @@ impl CoreCounters {
         Self::bump(&self.fills);
     }
 
+    /// One more fault resolved in `stage` (0, 1 or 2: without a space lock, under the local
+    /// read mode, under the global read mode).
+    #[inline]
+    pub(crate) fn bump_stage(&self, stage: usize) {
+        Self::bump(&self.stages[stage]);
+    }
+
     /// Publishes the core's TLB totals.
     #[inline]
     pub(crate) fn publish_tlb(&self, hits: u64, misses: u64) {
@@ -56,18 +66,27 @@ impl CoreCounters {
         self.tlb_misses.store(misses, Ordering::Relaxed);
     }
 
-    fn fields(&self) -> [&AtomicU64; 4] {
-        [&self.faults, &self.fills, &self.tlb_hits, &self.tlb_misses]
+    fn fields(&self) -> [&AtomicU64; 7] {
+        [
+            &self.faults,
+            &self.fills,
+            &self.tlb_hits,
+            &self.tlb_misses,
+            &self.stages[0],
+            &self.stages[1],
+            &self.stages[2],
+        ]
     }
 
     fn read(&self) -> EventTotals {
-        let [faults, fills, tlb_hits, tlb_misses] =
+        let [faults, fills, tlb_hits, tlb_misses, s0, s1, s2] =
             self.fields().map(|c| c.load(Ordering::Relaxed));
         EventTotals {
             faults,
             fills,
             tlb_hits,
             tlb_misses,
+            stages: [s0, s1, s2],
         }
     }
 }
@@ -78,6 +97,9 @@ impl std::ops::AddAssign for EventTotals {
         self.fills += o.fills;
         self.tlb_hits += o.tlb_hits;
         self.tlb_misses += o.tlb_misses;
+        for (t, s) in self.stages.iter_mut().zip(o.stages) {
+            *t += s;
+        }
     }
 }
 

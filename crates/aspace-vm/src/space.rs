@@ -68,8 +68,8 @@ impl Builder {
     /// frame reservation itself fails.
     pub fn build(self) -> Result<AddressSpace, VmError> {
         let config = self.validated()?;
-        let design = Designs::new(config.design);
         let shared = Shared::new(config)?;
+        let design = Designs::new(&shared);
         Ok(AddressSpace {
             space: Arc::new(Space {
                 design: ManuallyDrop::new(design),
@@ -129,6 +129,7 @@ impl AddressSpace {
             page_tables: sh.tables.table_count(),
             regions: self.space.design.region_count(),
             cores: sh.shootdown.cores(),
+            fault_stages: events.stages,
         }
     }
 }

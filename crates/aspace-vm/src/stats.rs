@@ -29,4 +29,8 @@ pub struct Stats {
     pub regions: u64,
     /// Cores currently attached.
     pub cores: u64,
+    /// Faults by the stage that resolved them, for the `interval` design (zero for others):
+    /// `[without any space lock, under the local read mode and the region's interval lock,
+    /// under the global read mode]` (SOSP'25 §5.2).
+    pub fault_stages: [u64; 3],
 }

@@ -15,9 +15,9 @@
 //! (`parking_lot`, never part of a loom model).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// A mutex with `parking_lot`'s API (`lock()` returns the guard, no poisoning): `parking_lot`'s
 /// own in the real build, loom's (so that the model schedules around it) under `--cfg loom`.

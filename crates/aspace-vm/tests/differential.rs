@@ -37,6 +37,7 @@ mod snapshot;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
+use aspace_vm::Design;
 use kernel::KernelWindow;
 use ops::{generate, Acc, GenConfig, Op, PAGE};
 use snapshot::{Line, Outcome, Probe};
@@ -91,18 +92,22 @@ fn aspace_matches_linux_on_random_sequences() {
     for &seed in &seeds {
         let ops = generate(seed, n_ops, &cfg);
         runner::set_seed(seed);
-        let run = runner::run_case(&mut kernel, &ops, exact_maps());
-        ops_run += run.trace.len();
-        skipped += run.skipped;
-        if let Some(m) = &run.mismatch {
-            let report = runner::report_failure(&mut kernel, seed, &ops, m, exact_maps());
-            panic!("{report}");
+        for &design in Design::ALL {
+            let run = runner::run_case(&mut kernel, &ops, exact_maps(), design);
+            ops_run += run.trace.len();
+            skipped += run.skipped;
+            if let Some(m) = &run.mismatch {
+                let report =
+                    runner::report_failure(&mut kernel, seed, &ops, m, exact_maps(), design);
+                panic!("{report}");
+            }
         }
     }
     eprintln!(
-        "differential: {} cases, {ops_run} ops ({skipped} hinted mmaps placed outside the window, \
+        "differential: {} cases x {} designs, {ops_run} ops ({skipped} hinted mmaps placed outside the window, \
          skipped) in {:.2?}, all equal to Linux",
         seeds.len(),
+        Design::ALL.len(),
         started.elapsed()
     );
 }

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aspace_vm::{AddressSpace, Advice, CoreHandle, Fault, MapFlags, Prot, PAGE_SIZE};
+use aspace_vm::{AddressSpace, Advice, CoreHandle, Design, Fault, MapFlags, Prot, PAGE_SIZE};
 
 const WRITERS: usize = 2;
 const READERS: usize = 2;
@@ -296,8 +296,18 @@ fn reader(mut core: CoreHandle, shared: &Shared) -> Result<Seen, String> {
 }
 
 #[test]
-fn readers_never_see_unmapped_or_foreign_data_while_writers_remap() {
+fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_coarse() {
+    readers_never_see_unmapped_or_foreign_data_while_writers_remap(Design::Coarse);
+}
+
+#[test]
+fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_interval() {
+    readers_never_see_unmapped_or_foreign_data_while_writers_remap(Design::Interval);
+}
+
+fn readers_never_see_unmapped_or_foreign_data_while_writers_remap(design: Design) {
     let space = AddressSpace::builder()
+        .design(design)
         .memory(16 << 20)
         .max_cores(WRITERS + READERS + 1)
         .tlb_entries(64)

@@ -35,7 +35,7 @@
 
 use crate::error::BenchError;
 use crate::workload::{Baseline, Config, RatioStyle, Sample, Workload};
-use aspace_vm::{AddressSpace, CoreHandle, Design, MapFlags, Prot};
+use aspace_vm::{AddressSpace, Arenas, Builder, CoreHandle, CountLimit, Design, MapFlags, Prot};
 use std::sync::OnceLock;
 
 /// Size of a page.
@@ -93,6 +93,32 @@ pub fn designs() -> &'static [&'static str] {
             .chain(Design::ALL.iter().map(|d| d.name()))
             .collect()
     })
+}
+
+/// The `interval` design with one of its parts swapped for the naive choice, for the breakdown
+/// of SOSP'25 Fig. 14 (a workload lists them when [`VmBench::BREAKDOWN`] is set):
+/// `interval-no-arenas` (every `mmap` placed top-down, Linux's strategy) and
+/// `interval-atomic-counter` (the region count in one shared atomic).
+pub const BREAKDOWN: &[&str] = &["interval-no-arenas", "interval-atomic-counter"];
+
+/// [`designs`] followed by the [`BREAKDOWN`] variants.
+pub fn designs_with_breakdown() -> &'static [&'static str] {
+    static DESIGNS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    DESIGNS.get_or_init(|| designs().iter().chain(BREAKDOWN).copied().collect())
+}
+
+/// The engine configuration a design name stands for (a [`Design`] or a [`BREAKDOWN`]
+/// variant), or `None` for a name that is neither.
+pub fn engine_builder(name: &str) -> Option<Builder> {
+    let b = AddressSpace::builder();
+    match name {
+        "interval-no-arenas" => Some(b.design(Design::Interval).arenas(Arenas::Off)),
+        "interval-atomic-counter" => Some(
+            b.design(Design::Interval)
+                .count_limit(CountLimit::SharedAtomic),
+        ),
+        _ => Design::from_name(name).map(|d| b.design(d)),
+    }
 }
 
 /// One thread's view of the address space of a [`VmDriver`].
@@ -248,18 +274,18 @@ pub struct AspaceDriver {
 }
 
 impl AspaceDriver {
-    /// A fresh space of `design` with a core slot for each of `threads` threads.
+    /// A fresh space configured as `builder` (see [`engine_builder`]) with a core slot for
+    /// each of `threads` threads; `name` names it in errors.
     ///
     /// # Errors
     /// [`BenchError::InvalidArgument`] when the engine refuses the configuration.
-    pub fn new(design: Design, threads: usize) -> Result<AspaceDriver, BenchError> {
-        let space = AddressSpace::builder()
-            .design(design)
+    pub fn new(builder: Builder, name: &str, threads: usize) -> Result<AspaceDriver, BenchError> {
+        let space = builder
             .memory(ASPACE_MEMORY)
             .max_cores(threads.max(1) + 1)
             .build()
             .map_err(|e| {
-                BenchError::InvalidArgument(format!("cannot build a {} space: {e}", design.name()))
+                BenchError::InvalidArgument(format!("cannot build a {name} space: {e}"))
             })?;
         Ok(AspaceDriver { space })
     }
@@ -348,6 +374,8 @@ pub trait VmBench: Send + Sync {
     const ABOUT: &'static str;
     /// Whether more threads do more of the same work (the report's `x vs 1T`).
     const THREAD_SCALING: bool = true;
+    /// Whether the workload also runs the [`BREAKDOWN`] variants of `interval`.
+    const BREAKDOWN: bool = false;
 
     /// Runs one repeat on `driver` (fresh for this repeat) with `threads` threads.
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample;
@@ -364,7 +392,11 @@ impl<B: VmBench> Workload for Vm<B> {
         B::ABOUT
     }
     fn designs(&self) -> &'static [&'static str] {
-        designs()
+        if B::BREAKDOWN {
+            designs_with_breakdown()
+        } else {
+            designs()
+        }
     }
     fn baseline(&self) -> Option<Baseline> {
         Some(BASELINE)
@@ -387,9 +419,12 @@ impl<B: VmBench> Workload for Vm<B> {
         if design == "linux" {
             return Ok(self.0.run_vm(&LinuxDriver, threads, config));
         }
-        match Design::from_name(design) {
-            Some(d) => {
-                let driver = AspaceDriver::new(d, threads)?;
+        if !self.designs().contains(&design) {
+            return Err(self.unknown_design(design));
+        }
+        match engine_builder(design) {
+            Some(b) => {
+                let driver = AspaceDriver::new(b, design, threads)?;
                 Ok(self.0.run_vm(&driver, threads, config))
             }
             None => Err(self.unknown_design(design)),

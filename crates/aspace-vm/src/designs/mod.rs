@@ -15,6 +15,7 @@
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
 pub(crate) mod coarse;
+pub(crate) mod interval;
 mod placement;
 mod syscalls;
 
@@ -63,21 +64,25 @@ pub(crate) trait DesignOps: Send + Sync {
 pub(crate) enum Designs {
     /// `coarse`: one space `RwLock`.
     Coarse(coarse::Coarse),
+    /// `interval`: IntervalVM (SOSP'25 §5).
+    Interval(interval::IntervalDesign),
 }
 
 macro_rules! dispatch {
     ($self:expr, $d:ident => $e:expr) => {
         match $self {
             Designs::Coarse($d) => $e,
+            Designs::Interval($d) => $e,
         }
     };
 }
 
 impl Designs {
-    /// The implementation of `design`.
-    pub(crate) fn new(design: crate::config::Design) -> Designs {
-        match design {
+    /// The implementation of the design `sh` is configured with.
+    pub(crate) fn new(sh: &Shared) -> Designs {
+        match sh.config.design {
             crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
+            crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
         }
     }
 }

@@ -29,7 +29,7 @@ fn top_down(regions: &impl RegionStore, len: u64, bounds: Bounds) -> Result<u64,
 }
 
 /// Whether a hint leaves room for `len` bytes below the top of the space.
-fn hint_fits(hint: u64, len: u64, bounds: Bounds) -> bool {
+pub(crate) fn hint_fits(hint: u64, len: u64, bounds: Bounds) -> bool {
     hint <= bounds.max_addr - len
 }
 

@@ -47,7 +47,7 @@ use std::ops::Range;
 /// that has no anon identity yet maps the page without `WRITE`, like Linux's zero page, so that
 /// the first write faults and gives the region its identity (which decides merging).
 #[inline]
-fn pte_prot(attrs: &Attrs) -> Prot {
+pub(crate) fn pte_prot(attrs: &Attrs) -> Prot {
     if attrs.sharing == Sharing::Private && attrs.anon.is_none() && attrs.prot.contains(Prot::WRITE)
     {
         let stripped = attrs.prot.bits() & !Prot::WRITE.bits();

@@ -67,7 +67,11 @@
 //! # Contract with the caller (the design)
 //!
 //! `fill` and `free_tables` must not run concurrently on the same range: the caller excludes
-//! fills inside `empty` (the `coarse` design holds the space write lock). `free_tables` must
+//! fills inside `empty` (`coarse` holds the space write lock; `interval` the interval lock of
+//! the gaps). The one exception is `fill_checked` (`interval`'s lock-free fault): it installs
+//! no table and fills a leaf only while its caller's check (the region not replaced) holds
+//! under the leaf lock; `free_tables` unlinks each leaf by waiting out a holder of its lock, so
+//! such a fill finds its leaf gone or its region replaced. `free_tables` must
 //! follow `clear_range` of the same range (every PTE inside `empty` is already zero; debug
 //! builds assert it) and always be given the same RCU domain, the one whose read guard the
 //! walkers hold.
@@ -107,6 +111,20 @@ pub(crate) enum FillError {
     /// for `NoFrame`).
     #[error("no memory for a page table")]
     NoTable,
+}
+
+/// What [`PageTables::fill_checked`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CheckedFill {
+    /// The entry now allows the access; `new_frame` when `frame()` was called and used.
+    Filled {
+        /// Whether a frame was taken.
+        new_frame: bool,
+    },
+    /// A table on the way to the leaf is missing (nothing was changed).
+    NoLeaf,
+    /// `live()` answered false under the leaf lock (nothing was changed).
+    Refused,
 }
 
 /// The leaf lock (the `LOCKED` bit of a level-2 entry), released on drop.
@@ -262,6 +280,110 @@ impl PageTables {
         Ok(pte)
     }
 
+    /// The lock-free fault's fill (the `interval` design's stage 1): like [`PageTables::fill`],
+    /// but it installs no table and fills only while `live()` holds, asked under the leaf lock.
+    ///
+    /// Walks down with `SeqCst` loads; if a table on the way is missing, answers
+    /// [`CheckedFill::NoLeaf`] (the caller must not allocate tables without its locks). Under
+    /// the leaf's lock: if `live()` is false answers [`CheckedFill::Refused`] and changes
+    /// nothing; if the entry is present and allows `access`, leaves it; if it is present without
+    /// the right (a zero-page-like entry being written) and `prot` allows `access`, raises it to
+    /// `prot` (rights only grow: no shootdown); if it is empty, stores `Pte::new(frame(), prot)`.
+    ///
+    /// Why `SeqCst` loads: the editor marks its region replaced (`SeqCst` store) before its
+    /// `clear_range`/`protect_range` walk, whose entry loads are `SeqCst` too. If the editor's
+    /// walk found a table missing that a third core installed afterwards and this walk then
+    /// found, the editor's load is coherence-ordered before ours; both being `SeqCst`, the
+    /// editor's mark precedes our `live()` load in the single `SeqCst` order, so `live()` sees
+    /// it (`live` must load `SeqCst`). When both reach the leaf, its lock orders them.
+    ///
+    /// # Errors
+    /// [`FillError::NoFrame`] when `frame()` returned `None`.
+    pub(crate) fn fill_checked(
+        &self,
+        va: u64,
+        prot: Prot,
+        access: crate::types::Access,
+        live: impl FnOnce() -> bool,
+        frame: impl FnOnce() -> Option<Frame>,
+    ) -> Result<CheckedFill, FillError> {
+        if va >> VA_BITS != 0 {
+            return Ok(CheckedFill::NoLeaf);
+        }
+        let mut table = self.root();
+        let mut level = LEVELS;
+        let slot = loop {
+            let slot = &table.entries[index(va, level)];
+            if level == 2 {
+                break slot;
+            }
+            // SeqCst: see the doc (also Acquire: pairs with the Release CAS in `install`).
+            let e = slot.load(Ordering::SeqCst);
+            if e & PRESENT == 0 {
+                return Ok(CheckedFill::NoLeaf);
+            }
+            table = self.child(e);
+            level -= 1;
+        };
+        let Some(guard) = self.lock_leaf_seqcst(slot) else {
+            return Ok(CheckedFill::NoLeaf);
+        };
+        if !live() {
+            return Ok(CheckedFill::Refused);
+        }
+        let i = index(va, 1);
+        let entry = &guard.leaf.entries[i];
+        // Relaxed: leaf entries are written only under the leaf lock, which we hold.
+        let cur = entry.load(Ordering::Relaxed);
+        if cur & Pte::PRESENT != 0 {
+            let pte = Pte::from_bits(cur);
+            if !pte.prot().allows(access) && prot.allows(access) {
+                // Release: like `fill`'s store; pairs with the Acquire load in `lookup`.
+                entry.store(pte.with_prot(prot).bits(), Ordering::Release);
+            }
+            return Ok(CheckedFill::Filled { new_frame: false });
+        }
+        let f = frame().ok_or(FillError::NoFrame)?;
+        let pte = Pte::new(f, prot);
+        // Release: publishes the frame's zeroed contents with the translation; pairs with the
+        // Acquire load in `lookup`.
+        entry.store(pte.bits(), Ordering::Release);
+        let w = &guard.leaf.present[i / 64];
+        // Relaxed: leaf bitmaps are written only under the leaf lock.
+        w.store(w.load(Ordering::Relaxed) | 1 << (i % 64), Ordering::Relaxed);
+        Ok(CheckedFill::Filled { new_frame: true })
+    }
+
+    /// [`PageTables::lock_leaf`] whose loads and lock CAS are `SeqCst` (the walks of
+    /// `fill_checked` and of the editors' `for_each_leaf`; see `fill_checked`'s doc).
+    #[inline]
+    fn lock_leaf_seqcst<'a>(&'a self, slot: &'a AtomicU64) -> Option<LeafGuard<'a>> {
+        let backoff = Backoff::new();
+        loop {
+            // SeqCst: see `fill_checked`'s doc.
+            let e = slot.load(Ordering::SeqCst);
+            if e & PRESENT == 0 {
+                return None;
+            }
+            if e & LOCKED != 0 {
+                crate::sync::spin_wait(&backoff);
+                continue;
+            }
+            // SeqCst (at least Acquire: pairs with the Release store in `LeafGuard::drop` of
+            // the previous holder and with the Release CAS in `install`).
+            if slot
+                .compare_exchange_weak(e, e | LOCKED, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(LeafGuard {
+                    slot,
+                    unlocked: e,
+                    leaf: self.child(e),
+                });
+            }
+        }
+    }
+
     /// The level-2 entry above `va`'s leaf, installing missing tables on the way; `None` when a
     /// table could not be allocated.
     #[inline]
@@ -367,14 +489,17 @@ impl PageTables {
             let slot = &table.entries[i];
             let child_base = base + i as u64 * span;
             if level == 2 {
-                if let Some(guard) = self.lock_leaf(slot) {
+                // SeqCst walk (and in the intermediate loads below): editors' side of the
+                // argument in `fill_checked`'s doc.
+                if let Some(guard) = self.lock_leaf_seqcst(slot) {
                     let a = lo.max(child_base);
                     let b = hi.min(child_base + span);
                     f(guard.leaf, index(a, 1), index(b - 1, 1));
                 }
             } else {
-                // Acquire: pairs with the Release CAS in `install`.
-                let e = slot.load(Ordering::Acquire);
+                // SeqCst: see `fill_checked`'s doc (also Acquire: pairs with the Release CAS
+                // in `install`).
+                let e = slot.load(Ordering::SeqCst);
                 if e & PRESENT != 0 {
                     self.visit(self.child(e), level - 1, child_base, range, f);
                 }
@@ -511,10 +636,21 @@ impl PageTables {
     /// Retires the (unlinked) table of entry `e`, of level `level`, and its whole subtree.
     fn collect(&self, e: u64, level: u32, out: &mut Retired) {
         let table = self.child(e);
-        if level >= 2 {
+        if level == 2 {
             table.for_each_present(0, ENTRIES - 1, |i| {
-                // Relaxed: the subtree is unlinked and no fill runs in it (caller's contract);
-                // the entries were published to us by the caller's exclusion.
+                // A lock-free fill (`fill_checked`) that walked here before the unlink may
+                // still take or hold this leaf's lock (it then finds its region replaced and
+                // backs off): unlink each leaf like the top entry, waiting out a holder, so
+                // that its unlock cannot store the leaf back into a retired table.
+                let c = Self::unlink(&table.entries[i]);
+                if c & PRESENT != 0 {
+                    self.collect(c, level - 1, out);
+                }
+            });
+        } else if level > 2 {
+            table.for_each_present(0, ENTRIES - 1, |i| {
+                // Relaxed: the subtree is unlinked and no fill installs in it (caller's
+                // contract); the entries were published to us by the caller's exclusion.
                 let c = table.entries[i].load(Ordering::Relaxed);
                 if c & PRESENT != 0 {
                     self.collect(c, level - 1, out);

@@ -86,7 +86,7 @@ impl SkipListStore {
         // `replace_window`, which takes `&mut self`; the map is private to the store. So while
         // `&self` is borrowed (the returned lifetime) the node stays linked, hence is never
         // freed, whether or not a read section is open.
-        Some(RegionRef::new(iv.end, unsafe { &*stored }))
+        Some(RegionRef::new(iv.start, iv.end, unsafe { &*stored }))
     }
 
     /// Calls `f` on every region overlapping `range` (any bytes, not only whole pages), in
@@ -104,7 +104,7 @@ impl SkipListStore {
         let guard = self.reader.read();
         self.map
             .visit(lo..hi, &guard, &mut |iv, stored| {
-                let r = RegionRef::new(iv.end, stored).region();
+                let r = RegionRef::new(iv.start, iv.end, stored).region();
                 if r.start < range.end && r.end > range.start {
                     f(r)
                 } else {

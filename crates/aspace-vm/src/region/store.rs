@@ -31,6 +31,7 @@ use super::plan::{plan_edit, EditBuffers, EditOutcome, OnOverlap};
 use super::{AnonId, Attrs, Region};
 use crate::error::VmError;
 use crate::semantics::Bounds;
+use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -49,6 +50,11 @@ pub(crate) struct StoredRegion {
     /// everywhere: it is a value, not a publication; the design's lock orders it against the
     /// edits that read it.
     anon: AtomicU64,
+    /// Set once (false -> true) when an edit replaces or removes the region while lock-free
+    /// faults may still hold it (the `interval` design: a stage-1 fault checks it under the
+    /// leaf's fill lock and gives up if set). Never cleared. `SeqCst` on both sides: see
+    /// [`StoredRegion::mark_replaced`].
+    replaced: AtomicBool,
 }
 
 /// A copy with the anon identity as it is now (loaded Relaxed, like [`StoredRegion::attrs`]).
@@ -58,6 +64,8 @@ impl Clone for StoredRegion {
     fn clone(&self) -> StoredRegion {
         StoredRegion {
             anon: AtomicU64::new(self.anon.load(Ordering::Relaxed)),
+            // A copy is a new region value, not yet seen by any fault.
+            replaced: AtomicBool::new(false),
             ..*self
         }
     }
@@ -74,12 +82,36 @@ impl StoredRegion {
             flags: r.attrs.flags,
             shm_base: r.attrs.shm_base,
             anon: AtomicU64::new(AnonId::encode(r.attrs.anon)),
+            replaced: AtomicBool::new(false),
         }
+    }
+
+    /// Records that an edit replaced or removed this region. Called by the editor before it
+    /// clears or downgrades the region's page-table entries.
+    ///
+    /// `SeqCst`, paired with the `SeqCst` load in [`StoredRegion::is_replaced`] and with the
+    /// `SeqCst` entry loads of both page-table walks involved (`PageTables::fill_checked`'s and
+    /// the editor's `clear_range`/`protect_range`): when the editor's walk finds no leaf table
+    /// (so it cannot meet the fault under the leaf lock) and a lock-free fault then finds one
+    /// installed later, the editor's load is coherence-ordered before the fault's, so in the
+    /// single order of `SeqCst` operations this store precedes the fault's load, which
+    /// therefore sees it (C++20 [atomics.order]). When both reach the same leaf, its lock
+    /// orders them instead. The argument is written out in `designs/interval.rs`.
+    #[inline]
+    pub(crate) fn mark_replaced(&self) {
+        self.replaced.store(true, crate::sync::Ordering::SeqCst);
+    }
+
+    /// Whether an edit replaced or removed the region (see [`StoredRegion::mark_replaced`]).
+    #[inline]
+    pub(crate) fn is_replaced(&self) -> bool {
+        // SeqCst: pairs with the SeqCst store in `mark_replaced` (its doc).
+        self.replaced.load(crate::sync::Ordering::SeqCst)
     }
 
     /// The attributes (anon loaded Relaxed).
     #[inline]
-    fn attrs(&self) -> Attrs {
+    pub(crate) fn attrs(&self) -> Attrs {
         Attrs {
             prot: self.prot,
             sharing: self.sharing,
@@ -93,21 +125,33 @@ impl StoredRegion {
 /// A region of a store, borrowed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RegionRef<'a> {
+    start: u64,
     end: u64,
     stored: &'a StoredRegion,
 }
 
 impl<'a> RegionRef<'a> {
-    /// The region `[stored.start, end)`.
+    /// The region `[start, end)` with the attributes of `stored` (a store keyed by interval,
+    /// whose values' own `start` is not kept).
     #[inline]
-    pub(crate) fn new(end: u64, stored: &'a StoredRegion) -> RegionRef<'a> {
-        RegionRef { end, stored }
+    pub(crate) fn new(start: u64, end: u64, stored: &'a StoredRegion) -> RegionRef<'a> {
+        RegionRef { start, end, stored }
+    }
+
+    /// The region `[stored.start, end)` (a store keyed by end, like the `BTreeStore`).
+    #[inline]
+    pub(crate) fn keyed(end: u64, stored: &'a StoredRegion) -> RegionRef<'a> {
+        RegionRef {
+            start: stored.start,
+            end,
+            stored,
+        }
     }
 
     /// First byte.
     #[inline]
     pub(crate) fn start(&self) -> u64 {
-        self.stored.start
+        self.start
     }
 
     /// One past the last byte.
@@ -132,7 +176,7 @@ impl<'a> RegionRef<'a> {
     #[inline]
     pub(crate) fn region(&self) -> Region {
         Region {
-            start: self.stored.start,
+            start: self.start,
             end: self.end,
             attrs: self.attrs(),
         }
@@ -322,7 +366,7 @@ impl RegionStore for BTreeStore {
     #[inline]
     fn lookup(&self, addr: u64) -> Option<RegionRef<'_>> {
         let (&end, stored) = self.map.range(addr.checked_add(1)?..).next()?;
-        (stored.start <= addr).then_some(RegionRef { end, stored })
+        (stored.start <= addr).then_some(RegionRef::keyed(end, stored))
     }
 
     #[inline]
@@ -332,15 +376,15 @@ impl RegionStore for BTreeStore {
         if stored.start > addr {
             return None;
         }
-        let next = it.next().map(|(&e, s)| RegionRef::new(e, s));
-        Some((RegionRef { end, stored }, next))
+        let next = it.next().map(|(&e, s)| RegionRef::keyed(e, s));
+        Some((RegionRef::keyed(end, stored), next))
     }
 
     #[inline]
     fn adjacent_prev(&self, r: &RegionRef<'_>) -> Option<Region> {
         // Keyed by end: one exact lookup.
         let s = self.map.get(&r.start())?;
-        Some(RegionRef::new(r.start(), s).region())
+        Some(RegionRef::keyed(r.start(), s).region())
     }
 
     fn overlapping(&self, range: Range<u64>) -> impl Iterator<Item = Region> + '_ {
@@ -348,7 +392,7 @@ impl RegionStore for BTreeStore {
             .range(range.start.saturating_add(1)..)
             .take_while(move |(_, s)| s.start < range.end)
             .map(move |(&end, s)| {
-                let mut r = RegionRef::new(end, s).region();
+                let mut r = RegionRef::keyed(end, s).region();
                 r.start = r.start.max(range.start);
                 r.end = r.end.min(range.end);
                 r
@@ -358,7 +402,7 @@ impl RegionStore for BTreeStore {
     fn iter(&self) -> impl Iterator<Item = Region> + '_ {
         self.map
             .iter()
-            .map(|(&end, s)| RegionRef::new(end, s).region())
+            .map(|(&end, s)| RegionRef::keyed(end, s).region())
     }
 
     #[inline]
@@ -392,7 +436,7 @@ impl RegionStore for BTreeStore {
         // Keys >= range.start: the left neighbour ending exactly at range.start, then the
         // regions overlapping the range, then the first one after it.
         for (&end, s) in self.map.range(range.start..) {
-            let r = RegionRef::new(end, s).region();
+            let r = RegionRef::keyed(end, s).region();
             if r.start >= range.end {
                 if r.start == range.end {
                     old.push(r);

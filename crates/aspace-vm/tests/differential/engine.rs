@@ -11,7 +11,9 @@
 //!
 //! Not for: judging the results (that is `snapshot.rs`).
 
-use aspace_vm::{Access, AddressSpace, Advice, CoreHandle, Fault, MapFlags, Prot, Sharing};
+use aspace_vm::{
+    Access, AddressSpace, Advice, Arenas, CoreHandle, Design, Fault, MapFlags, Prot, Sharing,
+};
 
 use super::ops::{pattern, Acc, Op, PAGE};
 use super::snapshot::{Line, Outcome, Probe, Snapshot};
@@ -45,8 +47,11 @@ fn access(a: Acc) -> Access {
 impl EngineWindow {
     /// A fresh space over the window. Frames for four times the window, so probing and
     /// `MAP_POPULATE` never run out.
-    pub fn new(base: u64, pages: u64) -> EngineWindow {
+    /// Arenas are off: Linux places hint-less mappings top-down, which arenas do not.
+    pub fn new(base: u64, pages: u64, design: Design) -> EngineWindow {
         let space = AddressSpace::builder()
+            .design(design)
+            .arenas(Arenas::Off)
             .address_range(base, base + pages * PAGE)
             .memory(4 * pages * PAGE)
             .max_cores(2)

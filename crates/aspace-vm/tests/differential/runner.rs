@@ -17,6 +17,7 @@ use super::kernel::KernelWindow;
 use super::minimize::minimize;
 use super::ops::{listing, Op};
 use super::snapshot::{diff_snapshots, Outcome};
+use aspace_vm::Design;
 
 /// Where and how a sequence went wrong.
 #[derive(Clone, Debug)]
@@ -107,11 +108,11 @@ fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 }
 
 /// Runs `ops` from a fresh state on both sides, comparing after every op.
-pub fn run_case(kernel: &mut KernelWindow, ops: &[Op], exact: bool) -> Run {
+pub fn run_case(kernel: &mut KernelWindow, ops: &[Op], exact: bool, design: Design) -> Run {
     let mut run = Run::default();
     kernel.reset();
     let (base, pages) = (kernel.base(), kernel.pages());
-    let mut engine = match guarded(|| EngineWindow::new(base, pages)) {
+    let mut engine = match guarded(|| EngineWindow::new(base, pages, design)) {
         Ok(e) => e,
         Err(what) => {
             run.mismatch = Some(Mismatch { step: 0, what });
@@ -211,6 +212,7 @@ pub fn report_failure(
     ops: &[Op],
     first: &Mismatch,
     exact: bool,
+    design: Design,
 ) -> String {
     // Panics inside aspace are expected while minimizing; one line each, not a backtrace.
     let hook = std::panic::take_hook();
@@ -218,15 +220,18 @@ pub fn report_failure(
         let at = info.location().map(|l| l.to_string()).unwrap_or_default();
         eprintln!("(minimizing) panic at {at}");
     }));
-    let minimal = minimize(ops, |cand| run_case(kernel, cand, exact).mismatch.is_some());
-    let run = run_case(kernel, &minimal, exact);
+    let minimal = minimize(ops, |cand| {
+        run_case(kernel, cand, exact, design).mismatch.is_some()
+    });
+    let run = run_case(kernel, &minimal, exact, design);
     std::panic::set_hook(hook);
 
     let mut s = format!(
-        "aspace differs from Linux: seed {seed} (replay: ASPACE_DIFF_SEED={seed} cargo test --release \
-         -p aspace-vm --test differential)\n\
+        "aspace ({}) differs from Linux: seed {seed} (replay: ASPACE_DIFF_SEED={seed} cargo \
+         test --release -p aspace-vm --test differential)\n\
          first seen after op {} of {}: {}\n\n\
          minimal sequence ({} ops; W = window base {:#x}, `pattern` from tests/differential/ops.rs):\n",
+        design.name(),
         first.step,
         ops.len(),
         first.what,

@@ -1,0 +1,354 @@
+//! The `interval` design's region store for one call: a held range of the region skiplist
+//! (`SkipLocked`), seen by the Linux bodies (`syscalls.rs`) as a [`RegionStore`].
+//!
+//! A [`Window`] locks the range an operation needs, widened to the whole nodes it overlaps
+//! (`SkipListMap::lock_covering`), so every region the call can read or rewrite is held, and
+//! the gaps up to the next nodes on both sides are held too (the lock's *stable span*: no other
+//! operation can insert into them). Lookups answer from the held regions; an edit (the plan's
+//! `replace_window`) changes only the window's own list, after marking every region it replaces
+//! or removes as replaced (`StoredRegion::mark_replaced`, the signal a lock-free fault checks
+//! under the leaf lock). [`Window::commit`] publishes the final list with one skiplist `swap`
+//! at the end of the call, so the body's later steps (clearing page tables, freeing the tables
+//! of the widened gap, the shootdown, `MAP_POPULATE`) all run while the range is still held:
+//! no Alloc can put a region into a gap whose tables are being freed.
+//!
+//! Regions of the window that an edit did not touch stay the skiplist's own values (a first
+//! write fault under the window sets the anon identity in the real node); new ones are values
+//! of the window until the commit moves them into new nodes.
+//!
+//! Counting: `reserve` takes the regions an edit adds from the design's limit counter before
+//! anything changes (refused: `ENOMEM`, nothing changed); regions an edit removes are given
+//! back at the commit.
+//!
+//! Not for: the lock modes (the design takes LR/LW/GR/GW around a window) or lock-free faults.
+
+use super::{RegionCount, ShmemNumbers};
+use crate::error::{Limit, VmError};
+use crate::region::store::{RegionRef, RegionStore, StoredRegion};
+use crate::region::{AnonId, Region};
+use crate::semantics::Bounds;
+use aspace_map::{Interval, IntervalLocking, SkipListMap, SkipLocked, KEY_SPACE_END, PAGE_SIZE};
+use std::cell::Cell;
+use std::ops::Range;
+
+/// Where a piece of the window's region list lives.
+enum Value {
+    /// A region of the skiplist, held by the window's lock (pinned while it is held).
+    Held(*const StoredRegion),
+    /// A region an edit made; it becomes a node at the commit.
+    New(Box<StoredRegion>),
+}
+
+/// One region of the window.
+struct Piece {
+    start: u64,
+    end: u64,
+    value: Value,
+}
+
+/// A held range of the region skiplist as a [`RegionStore`] (module doc).
+pub(crate) struct Window<'m> {
+    map: &'m SkipListMap<StoredRegion>,
+    /// `None` only after `commit` took it.
+    locked: Option<SkipLocked<'m, StoredRegion>>,
+    /// The lock's stable span: no region but the held ones can appear in it.
+    span: Range<u64>,
+    /// The regions of the window, sorted.
+    pieces: Vec<Piece>,
+    /// Whether an edit changed `pieces`.
+    dirty: bool,
+    /// `old.len()` of the last `read_window` (what the next `reserve` compares with).
+    old_len: Cell<usize>,
+    /// Regions taken from / to give back to the counter.
+    released: u64,
+    count: &'m RegionCount,
+    shmem: &'m ShmemNumbers,
+    /// A shmem number taken by `next_shmem`, and whether a mapping used it.
+    shmem_taken: Cell<Option<(AnonId, bool)>>,
+    core: usize,
+}
+
+// SAFETY: the raw pointers in `pieces` point into nodes pinned by `locked`, which the window
+// owns; the values are `Sync` (`StoredRegion` is atomics and plain data). A `Window` is used by
+// one thread at a time like any `&mut` store.
+unsafe impl Send for Window<'_> {}
+
+impl<'m> Window<'m> {
+    /// Holds the regions overlapping `range` widened by one page on each side (so the
+    /// neighbours an edit of `range` may merge with are held), and everything they cover.
+    pub(crate) fn lock(
+        map: &'m SkipListMap<StoredRegion>,
+        range: Range<u64>,
+        count: &'m RegionCount,
+        shmem: &'m ShmemNumbers,
+        core: usize,
+    ) -> Window<'m> {
+        let lo = range.start.saturating_sub(PAGE_SIZE);
+        let hi = range.end.saturating_add(PAGE_SIZE).min(KEY_SPACE_END);
+        let locked = map
+            .lock_covering(lo..hi)
+            .expect("page-aligned ranges inside the key space");
+        let span = locked.stable_span();
+        let pieces = locked
+            .intervals()
+            .map(|(iv, v)| Piece {
+                start: iv.start,
+                end: iv.end,
+                value: Value::Held(v),
+            })
+            .collect();
+        Window {
+            map,
+            locked: Some(locked),
+            span,
+            pieces,
+            dirty: false,
+            old_len: Cell::new(0),
+            released: 0,
+            count,
+            shmem,
+            shmem_taken: Cell::new(None),
+            core,
+        }
+    }
+
+    /// The value of `p`.
+    #[inline]
+    fn value<'a>(&'a self, p: &'a Piece) -> &'a StoredRegion {
+        match &p.value {
+            // SAFETY: held nodes are pinned while `self.locked` is held; it is held for as long
+            // as `self` is borrowed (only `commit`, which consumes `self`, releases it).
+            Value::Held(v) => unsafe { &**v },
+            Value::New(b) => b,
+        }
+    }
+
+    #[inline]
+    fn region_ref<'a>(&'a self, p: &'a Piece) -> RegionRef<'a> {
+        RegionRef::new(p.start, p.end, self.value(p))
+    }
+
+    #[inline]
+    fn region(&self, p: &Piece) -> Region {
+        self.region_ref(p).region()
+    }
+
+    /// Index of the piece containing `addr`.
+    fn index_of(&self, addr: u64) -> Option<usize> {
+        let i = self.pieces.partition_point(|p| p.end <= addr);
+        (i < self.pieces.len() && self.pieces[i].start <= addr).then_some(i)
+    }
+
+    /// Publishes the window's regions (one skiplist `swap` of the held range) if an edit
+    /// changed them, else releases the range; then gives back the regions edits removed.
+    pub(crate) fn commit(mut self) {
+        let locked = self.locked.take().expect("committed once");
+        if self.dirty {
+            let pieces = std::mem::take(&mut self.pieces);
+            let new = pieces
+                .into_iter()
+                .map(|p| {
+                    let iv = Interval::new(p.start, p.end).expect("regions are page aligned");
+                    let v = match p.value {
+                        // SAFETY: as in `value`: `locked` is still held.
+                        Value::Held(v) => unsafe { (*v).clone() },
+                        Value::New(b) => *b,
+                    };
+                    (iv, v)
+                })
+                .collect();
+            // The new regions lie inside the held range (`lock_covering` widened it to whole
+            // nodes, and edits stay inside the window). Allocation failure here would leave the
+            // page tables already edited: out of memory for a few nodes aborts like Rust's
+            // allocator does (module doc of `designs/interval.rs`).
+            self.map
+                .swap(locked, new)
+                .expect("committing a region edit (out of memory for skiplist nodes)");
+        } else {
+            drop(locked);
+        }
+        if self.released > 0 {
+            self.count.sub(self.core, self.released);
+        }
+        if let Some((n, false)) = self.shmem_taken.get() {
+            self.shmem.give_back(n);
+        }
+    }
+}
+
+impl RegionStore for Window<'_> {
+    fn len(&self) -> usize {
+        self.pieces.len()
+    }
+
+    fn lookup(&self, addr: u64) -> Option<RegionRef<'_>> {
+        self.index_of(addr)
+            .map(|i| self.region_ref(&self.pieces[i]))
+    }
+
+    fn lookup_with_next(&self, addr: u64) -> Option<(RegionRef<'_>, Option<RegionRef<'_>>)> {
+        let i = self.index_of(addr)?;
+        let next = self.pieces.get(i + 1).map(|p| self.region_ref(p));
+        Some((self.region_ref(&self.pieces[i]), next))
+    }
+
+    fn adjacent_prev(&self, r: &RegionRef<'_>) -> Option<Region> {
+        let i = self.pieces.partition_point(|p| p.end < r.start());
+        let p = self.pieces.get(i)?;
+        (p.end == r.start()).then(|| self.region(p))
+    }
+
+    fn overlapping(&self, range: Range<u64>) -> impl Iterator<Item = Region> + '_ {
+        let first = self.pieces.partition_point(|p| p.end <= range.start);
+        self.pieces[first..]
+            .iter()
+            .take_while(move |p| p.start < range.end)
+            .map(move |p| {
+                let mut r = self.region(p);
+                r.start = r.start.max(range.start);
+                r.end = r.end.min(range.end);
+                r
+            })
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Region> + '_ {
+        self.pieces.iter().map(|p| self.region(p))
+    }
+
+    /// Below the held regions: the start of the stable span (the end of the node before it,
+    /// which may be a separator: a lower bound of the true answer, so a gap computed from it
+    /// never reaches beyond what the window holds).
+    fn end_at_or_below(&self, addr: u64) -> u64 {
+        let i = self.pieces.partition_point(|p| p.end <= addr);
+        match i.checked_sub(1) {
+            Some(j) => self.pieces[j].end,
+            None => self.span.start.min(addr),
+        }
+    }
+
+    /// The highest gap inside the window's stable span (the design places mappings before it
+    /// takes a window and never asks; answered exactly for what the window holds).
+    fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
+        let lo_bound = bounds.min_addr.max(self.span.start);
+        let mut hi = bounds.max_addr.min(self.span.end);
+        for p in self.pieces.iter().rev() {
+            if hi >= p.end && hi - p.end >= len && hi - len >= lo_bound {
+                return Some(hi - len);
+            }
+            hi = hi.min(p.start);
+        }
+        (hi >= lo_bound && hi - lo_bound >= len).then_some(hi - len)
+    }
+
+    /// As the `BTreeStore`'s; past the held regions the answer is the end of the stable span
+    /// (a lower bound of the next region's start).
+    fn read_window(&self, range: Range<u64>, old: &mut Vec<Region>) -> u64 {
+        old.clear();
+        let first = self.pieces.partition_point(|p| p.end < range.start);
+        let mut next_start = self.span.end;
+        for p in &self.pieces[first..] {
+            if p.start >= range.end {
+                if p.start == range.end {
+                    old.push(self.region(p));
+                }
+                next_start = p.start;
+                break;
+            }
+            old.push(self.region(p));
+            if p.end > range.end {
+                break;
+            }
+        }
+        self.old_len.set(old.len());
+        next_start
+    }
+
+    /// Takes the number now (concurrent `mmap`s must not get the same one); a number the call
+    /// does not use is given back at the commit if no later one was taken (so a sequential
+    /// history numbers its shared mappings 1, 2, ... like Linux's inodes).
+    fn next_shmem(&self) -> AnonId {
+        match self.shmem_taken.get() {
+            Some((n, _)) => n,
+            None => {
+                let n = self.shmem.take();
+                self.shmem_taken.set(Some((n, false)));
+                n
+            }
+        }
+    }
+
+    fn shmem_created(&mut self) {
+        let n = self.next_shmem();
+        self.shmem_taken.set(Some((n, true)));
+    }
+
+    fn reserve(&mut self, new: &[Region]) -> Result<(), VmError> {
+        #[cfg(all(test, not(loom)))]
+        if crate::fault_inject::REGION_RESERVE.fails() {
+            return Err(VmError::OutOfMemory(Limit::Memory));
+        }
+        let added = new.len().saturating_sub(self.old_len.get()) as u64;
+        if added > 0 {
+            self.count
+                .try_add(self.core, added)
+                .map_err(|_| VmError::OutOfMemory(Limit::MapCount))?;
+        }
+        Ok(())
+    }
+
+    fn replace_window(&mut self, old: &[Region], new: &[Region]) -> Result<(), VmError> {
+        // Every region replaced or removed is marked before the body goes on to clear or
+        // downgrade its page-table entries (lock-free faults check the mark under the leaf
+        // lock).
+        for o in old {
+            if !new.contains(o) {
+                if let Some(i) = self.index_of(o.start) {
+                    if let Value::Held(v) = self.pieces[i].value {
+                        // SAFETY: as in `value`.
+                        unsafe { (*v).mark_replaced() };
+                    }
+                }
+            }
+        }
+        let lo = old.iter().chain(new).map(|r| r.start).min();
+        let hi = old.iter().chain(new).map(|r| r.end).max();
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            return Ok(());
+        };
+        let first = self.pieces.partition_point(|p| p.end <= lo);
+        let last = self.pieces.partition_point(|p| p.start < hi);
+        let removed: Vec<Piece> = self.pieces.drain(first..last).collect();
+        let replacement: Vec<Piece> = new
+            .iter()
+            .map(|r| {
+                // A region the edit left as it was keeps its node's value.
+                if old.contains(r) {
+                    let held = removed.iter().find_map(|p| match p.value {
+                        Value::Held(v) if p.start == r.start && p.end == r.end => Some(v),
+                        _ => None,
+                    });
+                    if let Some(v) = held {
+                        return Piece {
+                            start: r.start,
+                            end: r.end,
+                            value: Value::Held(v),
+                        };
+                    }
+                }
+                Piece {
+                    start: r.start,
+                    end: r.end,
+                    value: Value::New(Box::new(StoredRegion::new(r))),
+                }
+            })
+            .collect();
+        let old_count = old.len() as u64;
+        let new_count = new.len() as u64;
+        if new_count < old_count {
+            self.released += old_count - new_count;
+        }
+        self.pieces.splice(first..first, replacement);
+        self.dirty = true;
+        Ok(())
+    }
+}

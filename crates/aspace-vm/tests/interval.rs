@@ -1,0 +1,276 @@
+//! Tests of the `interval` design beyond the shared suites: arena placement as a property
+//! (against a sequential model of padded first fit), and a concurrent stress of Alloc, Fault and
+//! Modify on disjoint and overlapping ranges whose end state is checked exactly (regions, page
+//! tables, frames, and the region counter at its limit).
+
+#![cfg(not(loom))]
+
+use aspace_vm::{AddressSpace, Arenas, Design, MapFlags, Prot, VmError, PAGE_SIZE};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const P: u64 = PAGE_SIZE;
+const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
+
+/// Two arenas of 64 pages from `BASE`, then a shared region of 256 pages above them.
+const BASE: u64 = 0x10_0000;
+const ARENA: u64 = 64 * P;
+const COUNT: usize = 2;
+const TOP: u64 = BASE + COUNT as u64 * ARENA + 256 * P;
+
+fn arena_space(max_map_count: usize) -> AddressSpace {
+    AddressSpace::builder()
+        .design(Design::Interval)
+        .arenas(Arenas::Layout {
+            count: COUNT,
+            size: ARENA,
+            base: BASE,
+        })
+        .address_range(BASE, TOP)
+        .memory(512 * P)
+        .max_map_count(max_map_count)
+        .max_cores(4)
+        .build()
+        .expect("build")
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// `mmap(NULL, pages)` by core `core`.
+    Anywhere { core: usize, pages: u64 },
+    /// `mmap(hint, pages)` without `MAP_FIXED`.
+    Hint { core: usize, page: u64, pages: u64 },
+    /// `munmap` of the `k`-th live mapping (modulo their number).
+    Unmap { k: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..2usize, 1..6u64).prop_map(|(core, pages)| Op::Anywhere { core, pages }),
+        1 => (0..2usize, 0..(TOP - BASE) / P, 1..6u64)
+            .prop_map(|(core, page, pages)| Op::Hint { core, page, pages }),
+        3 => any::<usize>().prop_map(|k| Op::Unmap { k }),
+    ]
+}
+
+/// Padded first fit in arena `k` over the live mappings: the lowest `g + P` such that the gap
+/// `[g, ge)` between neighbouring mappings (or the arena's ends) holds `len + 2P`.
+fn padded_first_fit(live: &BTreeMap<u64, u64>, k: usize, len: u64) -> Option<u64> {
+    let (lo, hi) = (BASE + k as u64 * ARENA, BASE + (k as u64 + 1) * ARENA);
+    let mut g = lo;
+    for (&s, &e) in live.range(..hi) {
+        if e <= lo {
+            continue;
+        }
+        let ge = s.min(hi);
+        if ge > g && ge - g >= len + 2 * P {
+            return Some(g + P);
+        }
+        g = g.max(e);
+    }
+    (hi > g && hi - g >= len + 2 * P).then_some(g + P)
+}
+
+fn free(live: &BTreeMap<u64, u64>, s: u64, e: u64) -> bool {
+    live.range(..e).all(|(_, &end)| end <= s)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Arena placement: inside the range, never over a mapping, at the hint when the hint's
+    /// range is free, and without a hint exactly the padded first fit of the caller's arena when
+    /// it has room (so a munmap moves the arena's hint back), else somewhere free outside.
+    #[test]
+    fn arena_placement_is_padded_first_fit_and_honours_free_hints(ops in proptest::collection::vec(op(), 1..60)) {
+        let space = arena_space(1000);
+        let mut cores = [space.attach().unwrap(), space.attach().unwrap()];
+        let arena_of = |c: usize| c % COUNT;
+        let mut live: BTreeMap<u64, u64> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Anywhere { core, pages } => {
+                    let len = pages * P;
+                    let expect = padded_first_fit(&live, arena_of(core), len);
+                    match cores[core].mmap(0, len, Prot::READ_WRITE, PA) {
+                        Ok(a) => {
+                            prop_assert!(a >= BASE && a + len <= TOP, "{a:#x} out of range");
+                            prop_assert!(free(&live, a, a + len), "{a:#x} overlaps");
+                            if let Some(x) = expect {
+                                prop_assert_eq!(a, x, "padded first fit in arena {}", arena_of(core));
+                            } else {
+                                prop_assert!(a >= BASE + COUNT as u64 * ARENA || a < BASE,
+                                    "a full arena falls back outside the arenas: {:#x}", a);
+                            }
+                            live.insert(a, a + len);
+                        }
+                        Err(e) => prop_assert!(false, "anywhere mmap failed: {e}"),
+                    }
+                }
+                Op::Hint { core, page, pages } => {
+                    let (h, len) = (BASE + page * P, pages * P);
+                    if let Ok(a) = cores[core].mmap(h, len, Prot::READ, PA) {
+                        prop_assert!(a >= BASE && a + len <= TOP);
+                        prop_assert!(free(&live, a, a + len), "{a:#x} overlaps");
+                        if h + len <= TOP && free(&live, h, h + len) {
+                            prop_assert_eq!(a, h, "a free hint is honoured");
+                        }
+                        live.insert(a, a + len);
+                    }
+                }
+                Op::Unmap { k } => {
+                    if !live.is_empty() {
+                        let (&s, &e) = live.iter().nth(k % live.len()).unwrap();
+                        cores[0].munmap(s, e - s).unwrap();
+                        live.remove(&s);
+                    }
+                }
+            }
+            let maps = space.maps();
+            let mapped: u64 = maps.iter().map(|r| r.end - r.start).sum();
+            prop_assert_eq!(mapped, live.values().zip(live.keys()).map(|(e, s)| e - s).sum::<u64>());
+            prop_assert_eq!(space.stats().regions, maps.len() as u64);
+        }
+        for (&s, &e) in &live {
+            cores[0].munmap(s, e - s).unwrap();
+        }
+        prop_assert!(space.maps().is_empty());
+        prop_assert_eq!(space.stats().page_tables, 1, "every page table freed");
+    }
+}
+
+/// Threads doing Alloc (arena mmaps), faults and Modify on their own mappings and on one
+/// range they all share; afterwards every structure is exact.
+#[test]
+fn concurrent_alloc_fault_modify_leaves_exact_state() {
+    const THREADS: usize = 4;
+    const ROUNDS: u64 = 5_000;
+    const LIMIT: usize = 64;
+    let space = AddressSpace::builder()
+        .design(Design::Interval)
+        .arenas(Arenas::Layout {
+            count: THREADS,
+            size: 256 * P,
+            base: BASE,
+        })
+        .address_range(BASE, BASE + 2048 * P)
+        .memory(1024 * P)
+        .max_map_count(LIMIT)
+        .max_cores(THREADS + 1)
+        .frame_batch(2)
+        .build()
+        .unwrap();
+    // The shared range sits above the arenas.
+    let shared = BASE + 1024 * P;
+    std::thread::scope(|s| {
+        for t in 0..THREADS as u64 {
+            let mut h = space.attach().unwrap();
+            s.spawn(move || {
+                let mut own = Vec::new();
+                let mut x = t.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                for round in 0..ROUNDS {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let pages = 1 + x % 4;
+                    match x % 7 {
+                        0 | 1 => {
+                            // Alloc in the arena, write it, check it.
+                            if let Ok(a) = h.mmap(0, pages * P, Prot::READ_WRITE, PA) {
+                                let v = [t as u8 + 1; 64];
+                                h.write(a, &v).unwrap();
+                                let mut b = [0u8; 64];
+                                h.read(a, &mut b).unwrap();
+                                assert_eq!(b, v, "own mapping reads back");
+                                own.push((a, pages * P));
+                            }
+                        }
+                        2 if !own.is_empty() => {
+                            let (a, len) = own.swap_remove((x as usize / 7) % own.len());
+                            h.munmap(a, len).unwrap();
+                        }
+                        3 if !own.is_empty() => {
+                            let (a, len) = own[(x as usize / 7) % own.len()];
+                            let prot = if round % 2 == 0 {
+                                Prot::READ
+                            } else {
+                                Prot::READ_WRITE
+                            };
+                            // May split and hit the region limit: ENOMEM then, nothing changed.
+                            let _ = h.mprotect(a, len.min(P), prot);
+                        }
+                        4 => {
+                            // Modify the shared range: replace, protect, or unmap a piece.
+                            let off = (x / 7) % 16 * P;
+                            let r = match (x / 112) % 3 {
+                                0 => h
+                                    .mmap(
+                                        shared + off,
+                                        pages * P,
+                                        Prot::READ_WRITE,
+                                        PA | MapFlags::FIXED,
+                                    )
+                                    .map(|_| ()),
+                                1 => h.mprotect(shared + off, pages * P, Prot::READ),
+                                _ => h.munmap(shared + off, pages * P),
+                            };
+                            match r {
+                                Ok(()) | Err(VmError::OutOfMemory(_)) => {}
+                                Err(e) => panic!("shared modify: {e}"),
+                            }
+                        }
+                        _ => {
+                            // Fault in the shared range: any outcome but a wrong value.
+                            let off = (x / 7) % 20 * P;
+                            let _ = h.write(shared + off, &[t as u8 + 1]);
+                            let mut b = [0u8; 1];
+                            if h.read(shared + off, &mut b).is_ok() {
+                                assert!(b[0] as usize <= THREADS, "foreign byte {}", b[0]);
+                            }
+                        }
+                    }
+                }
+                for (a, len) in own {
+                    h.munmap(a, len).unwrap();
+                }
+            });
+        }
+    });
+    let mut h = space.attach().unwrap();
+    let st = space.stats();
+    assert_eq!(st.regions, space.maps().len() as u64);
+    // Unmap everything; nothing may remain.
+    h.munmap(BASE, 2048 * P).unwrap();
+    let st = space.stats();
+    assert!(space.maps().is_empty());
+    assert_eq!(st.regions, 0);
+    assert_eq!(st.frames_in_use, 0, "every frame freed");
+    assert_eq!(st.page_tables, 1, "every page table freed");
+    // The region counter is exact after all that: exactly LIMIT separate regions fit.
+    for i in 0..LIMIT as u64 {
+        let a = BASE + 1024 * P + 2 * i * P;
+        assert_eq!(
+            h.mmap(a, P, Prot::READ, PA | MapFlags::FIXED),
+            Ok(a),
+            "region {i}"
+        );
+    }
+    let over = h.mmap(
+        BASE + 1024 * P + 2 * LIMIT as u64 * P,
+        P,
+        Prot::READ,
+        PA | MapFlags::FIXED,
+    );
+    assert_eq!(
+        over.map_err(|e| e.errno()),
+        Err(libc::ENOMEM),
+        "one past the limit"
+    );
+    assert_eq!(
+        h.mmap(0, P, Prot::READ, PA).map_err(|e| e.errno()),
+        Err(libc::ENOMEM),
+        "an arena alloc past the limit"
+    );
+    h.munmap(BASE, 2048 * P).unwrap();
+    assert_eq!(space.stats().regions, 0);
+}
