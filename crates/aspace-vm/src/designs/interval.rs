@@ -33,18 +33,19 @@
 //! stage (and no code for one). `Stats::fault_stages` counts faults per stage.
 //!
 //! **Why a stage-1 fill never installs a translation after an overlapping `munmap` or
-//! `mprotect` returned.** The editor marks each region it replaces or removes
-//! (`StoredRegion::mark_replaced`, `SeqCst`) before clearing or downgrading its entries, and
-//! it clears under each existing leaf's lock. A stage-1 fault checks the mark under the leaf
-//! lock after its `SeqCst` walk. If both take the same leaf's lock, the lock orders them: the
-//! fault either ran first (the editor then clears or downgrades its entry, and shoots it down)
-//! or sees the mark. If the editor's walk found no leaf there, a leaf the fault finds was
-//! installed after the editor's load read the empty entry, so that load is coherence-ordered
-//! before the fault's; all are `SeqCst`, so the mark precedes the fault's check in the single
-//! `SeqCst` order and the fault sees it. A leaf the editor frees afterwards is unlinked by
-//! waiting out its lock holder (`PageTables::collect`), and the fault's RCU read section keeps
-//! it from reuse. The loom model `interval::loom_tests` runs the fault against `munmap` and
-//! `mprotect` on the real page-table code.
+//! `mprotect` returned.** The editor marks each region it replaces or removes and executes a
+//! `SeqCst` fence (`StoredRegion::mark_replaced`) before it clears or downgrades the region's
+//! entries, under each existing leaf's lock. A stage-1 fault takes the leaf lock, executes a
+//! `SeqCst` fence and then checks the mark. If both take the same leaf's lock, the lock orders
+//! them: the fault either ran first (the editor then clears or downgrades its entry and shoots
+//! it down) or sees the mark. If the editor's walk found an entry on the way empty, a leaf the
+//! fault reached below it was installed after the editor's load, so that load is
+//! coherence-ordered before the fault's and the two fences are ordered editor-first; the
+//! fault's check therefore sees the mark (the full argument is in `PageTables::fill_checked`).
+//! A leaf the editor frees afterwards is unlinked by waiting out its lock holder
+//! (`PageTables::collect`), and the fault's RCU read section keeps it from reuse. The loom
+//! models (`interval/loom_tests.rs`) run the fault against `munmap` and `mprotect` on the real
+//! page-table code, including a third core installing the leaf behind the editor's walk.
 //!
 //! # Alloc (§5.3)
 //!

@@ -89,7 +89,7 @@ mod pool;
 pub(crate) use entry::{rights_removed, Pte, VA_BITS};
 
 use crate::frames::Frame;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, AtomicU64, Mutex, Ordering};
 use crate::types::Prot;
 use crossbeam_utils::Backoff;
 use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
@@ -283,19 +283,23 @@ impl PageTables {
     /// The lock-free fault's fill (the `interval` design's stage 1): like [`PageTables::fill`],
     /// but it installs no table and fills only while `live()` holds, asked under the leaf lock.
     ///
-    /// Walks down with `SeqCst` loads; if a table on the way is missing, answers
+    /// Walks down; if a table on the way is missing, answers
     /// [`CheckedFill::NoLeaf`] (the caller must not allocate tables without its locks). Under
     /// the leaf's lock: if `live()` is false answers [`CheckedFill::Refused`] and changes
     /// nothing; if the entry is present and allows `access`, leaves it; if it is present without
     /// the right (a zero-page-like entry being written) and `prot` allows `access`, raises it to
     /// `prot` (rights only grow: no shootdown); if it is empty, stores `Pte::new(frame(), prot)`.
     ///
-    /// Why `SeqCst` loads: the editor marks its region replaced (`SeqCst` store) before its
-    /// `clear_range`/`protect_range` walk, whose entry loads are `SeqCst` too. If the editor's
-    /// walk found a table missing that a third core installed afterwards and this walk then
-    /// found, the editor's load is coherence-ordered before ours; both being `SeqCst`, the
-    /// editor's mark precedes our `live()` load in the single `SeqCst` order, so `live()` sees
-    /// it (`live` must load `SeqCst`). When both reach the leaf, its lock orders them.
+    /// Why the fence: an editor marks its region replaced, then executes a `SeqCst` fence
+    /// (`StoredRegion::mark_replaced`), then clears or downgrades the entries under each
+    /// existing leaf's lock. If both reach the same leaf, its lock orders them: the fill either
+    /// came first (the editor then clears or downgrades what it stored) or sees the mark. If
+    /// the editor's walk read an entry on the way as empty and our walk read the table a third
+    /// core installed there later, the editor's load is coherence-ordered before ours; its fence
+    /// happens before its load and ours after our load, so (C++20 [atomics.order]/4.4) its fence
+    /// precedes ours in the single `SeqCst` order. Had `live()` (after our fence) not seen the
+    /// mark (before the editor's fence), our load would be coherence-ordered before the mark
+    /// and the same rule would order our fence first: a contradiction. So `live()` sees it.
     ///
     /// # Errors
     /// [`FillError::NoFrame`] when `frame()` returned `None`.
@@ -317,17 +321,21 @@ impl PageTables {
             if level == 2 {
                 break slot;
             }
-            // SeqCst: see the doc (also Acquire: pairs with the Release CAS in `install`).
-            let e = slot.load(Ordering::SeqCst);
+            // Acquire: pairs with the Release CAS in `install`.
+            let e = slot.load(Ordering::Acquire);
             if e & PRESENT == 0 {
                 return Ok(CheckedFill::NoLeaf);
             }
             table = self.child(e);
             level -= 1;
         };
-        let Some(guard) = self.lock_leaf_seqcst(slot) else {
+        let Some(guard) = self.lock_leaf(slot) else {
             return Ok(CheckedFill::NoLeaf);
         };
+        // SeqCst fence: orders our walk's loads before `live()`'s against the editor's mark and
+        // walk (the doc's argument; the loom model whose leaf appears behind the editor's walk
+        // fails without it).
+        fence(Ordering::SeqCst);
         if !live() {
             return Ok(CheckedFill::Refused);
         }
@@ -352,36 +360,6 @@ impl PageTables {
         // Relaxed: leaf bitmaps are written only under the leaf lock.
         w.store(w.load(Ordering::Relaxed) | 1 << (i % 64), Ordering::Relaxed);
         Ok(CheckedFill::Filled { new_frame: true })
-    }
-
-    /// [`PageTables::lock_leaf`] whose loads and lock CAS are `SeqCst` (the walks of
-    /// `fill_checked` and of the editors' `for_each_leaf`; see `fill_checked`'s doc).
-    #[inline]
-    fn lock_leaf_seqcst<'a>(&'a self, slot: &'a AtomicU64) -> Option<LeafGuard<'a>> {
-        let backoff = Backoff::new();
-        loop {
-            // SeqCst: see `fill_checked`'s doc.
-            let e = slot.load(Ordering::SeqCst);
-            if e & PRESENT == 0 {
-                return None;
-            }
-            if e & LOCKED != 0 {
-                crate::sync::spin_wait(&backoff);
-                continue;
-            }
-            // SeqCst (at least Acquire: pairs with the Release store in `LeafGuard::drop` of
-            // the previous holder and with the Release CAS in `install`).
-            if slot
-                .compare_exchange_weak(e, e | LOCKED, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Some(LeafGuard {
-                    slot,
-                    unlocked: e,
-                    leaf: self.child(e),
-                });
-            }
-        }
     }
 
     /// The level-2 entry above `va`'s leaf, installing missing tables on the way; `None` when a
@@ -489,17 +467,14 @@ impl PageTables {
             let slot = &table.entries[i];
             let child_base = base + i as u64 * span;
             if level == 2 {
-                // SeqCst walk (and in the intermediate loads below): editors' side of the
-                // argument in `fill_checked`'s doc.
-                if let Some(guard) = self.lock_leaf_seqcst(slot) {
+                if let Some(guard) = self.lock_leaf(slot) {
                     let a = lo.max(child_base);
                     let b = hi.min(child_base + span);
                     f(guard.leaf, index(a, 1), index(b - 1, 1));
                 }
             } else {
-                // SeqCst: see `fill_checked`'s doc (also Acquire: pairs with the Release CAS
-                // in `install`).
-                let e = slot.load(Ordering::SeqCst);
+                // Acquire: pairs with the Release CAS in `install`.
+                let e = slot.load(Ordering::Acquire);
                 if e & PRESENT != 0 {
                     self.visit(self.child(e), level - 1, child_base, range, f);
                 }

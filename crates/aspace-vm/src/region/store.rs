@@ -52,8 +52,8 @@ pub(crate) struct StoredRegion {
     anon: AtomicU64,
     /// Set once (false -> true) when an edit replaces or removes the region while lock-free
     /// faults may still hold it (the `interval` design: a stage-1 fault checks it under the
-    /// leaf's fill lock and gives up if set). Never cleared. `SeqCst` on both sides: see
-    /// [`StoredRegion::mark_replaced`].
+    /// leaf's fill lock and gives up if set). Never cleared. Ordered by `SeqCst` fences on both
+    /// sides: see [`StoredRegion::mark_replaced`].
     replaced: AtomicBool,
 }
 
@@ -89,24 +89,25 @@ impl StoredRegion {
     /// Records that an edit replaced or removed this region. Called by the editor before it
     /// clears or downgrades the region's page-table entries.
     ///
-    /// `SeqCst`, paired with the `SeqCst` load in [`StoredRegion::is_replaced`] and with the
-    /// `SeqCst` entry loads of both page-table walks involved (`PageTables::fill_checked`'s and
-    /// the editor's `clear_range`/`protect_range`): when the editor's walk finds no leaf table
-    /// (so it cannot meet the fault under the leaf lock) and a lock-free fault then finds one
-    /// installed later, the editor's load is coherence-ordered before the fault's, so in the
-    /// single order of `SeqCst` operations this store precedes the fault's load, which
-    /// therefore sees it (C++20 [atomics.order]). When both reach the same leaf, its lock
-    /// orders them instead. The argument is written out in `designs/interval.rs`.
+    /// The store is followed by a `SeqCst` fence, which pairs with the fence that
+    /// `PageTables::fill_checked` executes under the leaf lock before it asks whether the
+    /// region was replaced (the argument is in `fill_checked`'s doc): when the editor's walk
+    /// found no leaf table that a lock-free fault then found installed, the fences order the
+    /// mark before the fault's check.
     #[inline]
     pub(crate) fn mark_replaced(&self) {
-        self.replaced.store(true, crate::sync::Ordering::SeqCst);
+        // Relaxed: ordered by the fence below (and, for a fault under the same leaf lock, by
+        // that lock).
+        self.replaced.store(true, crate::sync::Ordering::Relaxed);
+        crate::sync::fence(crate::sync::Ordering::SeqCst);
     }
 
     /// Whether an edit replaced or removed the region (see [`StoredRegion::mark_replaced`]).
     #[inline]
     pub(crate) fn is_replaced(&self) -> bool {
-        // SeqCst: pairs with the SeqCst store in `mark_replaced` (its doc).
-        self.replaced.load(crate::sync::Ordering::SeqCst)
+        // Relaxed: `fill_checked` executes a SeqCst fence before calling this (the pairing is in
+        // `mark_replaced`'s doc); other callers hold the locks that exclude the editor.
+        self.replaced.load(crate::sync::Ordering::Relaxed)
     }
 
     /// The attributes (anon loaded Relaxed).

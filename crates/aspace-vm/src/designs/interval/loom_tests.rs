@@ -8,9 +8,16 @@
 //! and none allows writing after the `mprotect` to read-only; a frame the fault installed was
 //! handed to the editor (not leaked).
 //!
-//! Mutations that must fail (tried, see the issue note): the fault not checking the mark;
-//! the editor marking after it cleared; and, for the model whose leaf appears while the editor
-//! walks, the `SeqCst` loads of both walks weakened to `Acquire`.
+//! Mutations tried, each caught (`cargo test` output in the session note):
+//! - the fault not checking the mark (`live` always true): all three models fail ("a lock-free
+//!   fault installed a translation after the munmap cleared the page", "... left a writable
+//!   translation after mprotect(PROT_READ)");
+//! - `fill_checked` without its `SeqCst` fence, or `mark_replaced` without its fence: the third
+//!   model fails ("a lock-free fault filled a leaf the munmap's walk had not found"); the first
+//!   two pass, as they should (the leaf lock orders them). The protocol uses fences rather than
+//!   `SeqCst` loads and stores because loom models `SeqCst` accesses only as acquire/release
+//!   (with `SeqCst` walk loads and mark instead, the third model failed though the C++ model
+//!   allows the argument).
 //!
 //! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release -p aspace-vm --lib interval`.
