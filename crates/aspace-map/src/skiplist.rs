@@ -188,6 +188,58 @@ impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
         self.span.clone()
     }
 
+    /// Releases the held nodes that a `swap` of `range` (inside [`range`](Self::range)) does
+    /// not need, so that the swap replaces only them: keeps, as the new level-0 predecessor,
+    /// the last held node ending at or before `range.start`, and every held node after it that
+    /// starts below `range.end`; unlocks the rest. [`range`](Self::range) becomes `range`
+    /// widened to the whole intervals it overlaps, and [`stable_span`](Self::stable_span)
+    /// shrinks to the nodes still held. Call it just before a `swap` that changes only part of
+    /// what was locked (an address space locks an edit's neighbours to read them, but replaces
+    /// them only when the edit merges with them): untouched nodes are then neither copied nor
+    /// retired.
+    ///
+    /// # Errors
+    /// [`MapError`] for an empty, unaligned or out-of-range `range`, or one not inside the held
+    /// range (nothing released then).
+    pub fn narrow(&mut self, range: Range<u64>) -> Result<(), MapError> {
+        let iv = Interval::try_from(range)?;
+        if iv.start < self.range.start || iv.end > self.range.end {
+            return Err(MapError::OutOfRange {
+                start: iv.start,
+                end: iv.end,
+            });
+        }
+        let nodes = &self.nodes;
+        // SAFETY (loop): held nodes are alive and their intervals immutable.
+        let ends = |i: usize| unsafe { ((*nodes[i]).start, (*nodes[i]).end) };
+        let mut pred = 0;
+        for i in 1..nodes.len() {
+            if ends(i).1 <= iv.start {
+                pred = i;
+            } else {
+                break;
+            }
+        }
+        let mut last = pred;
+        let (mut lo, mut hi) = (iv.start, iv.end);
+        for i in pred + 1..nodes.len() {
+            let (s, e) = ends(i);
+            if s >= iv.end {
+                break;
+            }
+            last = i;
+            if s < e {
+                lo = lo.min(s);
+                hi = hi.max(e);
+            }
+        }
+        self.nodes.retain(pred..=last);
+        self.range = Interval { start: lo, end: hi };
+        // SAFETY: the remaining nodes are held by us.
+        self.span = unsafe { held_span(&self.nodes) };
+        Ok(())
+    }
+
     /// The held interval nodes (not the predecessor, not separators), in order, with their
     /// values: every interval overlapping [`range`](Self::range), whole (a `swap` keeps the
     /// parts outside the range). Borrowed from the lock: held nodes are pinned (only their
@@ -808,6 +860,8 @@ impl<V> Drop for Unpublished<V> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod tests_narrow;
 #[cfg(all(test, not(loom)))]
 mod tests_padded;
 #[cfg(all(test, not(loom)))]

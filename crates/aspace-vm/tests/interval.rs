@@ -162,9 +162,11 @@ fn concurrent_alloc_fault_modify_leaves_exact_state() {
         .unwrap();
     // The shared range sits above the arenas.
     let shared = BASE + 1024 * P;
+    let done = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..THREADS as u64 {
             let mut h = space.attach().unwrap();
+            let done = &done;
             s.spawn(move || {
                 let mut own = Vec::new();
                 let mut x = t.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -183,6 +185,7 @@ fn concurrent_alloc_fault_modify_leaves_exact_state() {
                                 h.read(a, &mut b).unwrap();
                                 assert_eq!(b, v, "own mapping reads back");
                                 own.push((a, pages * P));
+                                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             }
                         }
                         2 if !own.is_empty() => {
@@ -215,7 +218,10 @@ fn concurrent_alloc_fault_modify_leaves_exact_state() {
                                 _ => h.munmap(shared + off, pages * P),
                             };
                             match r {
-                                Ok(()) | Err(VmError::OutOfMemory(_)) => {}
+                                Ok(()) => {
+                                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                }
+                                Err(VmError::OutOfMemory(_)) => {}
                                 Err(e) => panic!("shared modify: {e}"),
                             }
                         }
@@ -236,9 +242,18 @@ fn concurrent_alloc_fault_modify_leaves_exact_state() {
             });
         }
     });
+    let done = done.into_inner();
+    assert!(
+        done > THREADS as u64 * ROUNDS / 10,
+        "the stress did real work: {done} successful allocs and shared modifications"
+    );
     let mut h = space.attach().unwrap();
     let st = space.stats();
     assert_eq!(st.regions, space.maps().len() as u64);
+    assert!(
+        st.fault_stages[0] > 0 && st.fault_stages[1] > 0,
+        "both fault stages ran: {st:?}"
+    );
     // Unmap everything; nothing may remain.
     h.munmap(BASE, 2048 * P).unwrap();
     let st = space.stats();

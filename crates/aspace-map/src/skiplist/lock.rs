@@ -95,6 +95,19 @@ impl<V> HeldNodes<V> {
         Self { nodes }
     }
 
+    /// Keeps the locks of `nodes[keep]` and releases the others (they are no longer held).
+    pub(crate) fn retain(&mut self, keep: std::ops::RangeInclusive<usize>) {
+        let (first, last) = (*keep.start(), *keep.end());
+        for (i, &n) in self.nodes.iter().enumerate() {
+            if i < first || i > last {
+                // SAFETY: held by us (`new`'s contract), not released since; alive (held).
+                unsafe { unlock_node(n) };
+            }
+        }
+        self.nodes.truncate(last + 1);
+        self.nodes.drain(..first);
+    }
+
     /// The nodes, without their locks: the caller now releases them (a swap does it by its
     /// commit store and the INVALIDATED marks).
     pub(crate) fn into_swapped(mut self) -> Vec<*mut Node<V>> {

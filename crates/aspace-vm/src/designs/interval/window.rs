@@ -55,8 +55,8 @@ pub(crate) struct Window<'m> {
     span: Range<u64>,
     /// The regions of the window, sorted.
     pieces: Vec<Piece>,
-    /// Whether an edit changed `pieces`.
-    dirty: bool,
+    /// The span of what edits changed (`None`: nothing changed).
+    changed: Option<Range<u64>>,
     /// `old.len()` of the last `read_window` (what the next `reserve` compares with).
     old_len: Cell<usize>,
     /// Regions taken from / to give back to the counter.
@@ -102,7 +102,7 @@ impl<'m> Window<'m> {
             locked: Some(locked),
             span,
             pieces,
-            dirty: false,
+            changed: None,
             old_len: Cell::new(0),
             released: 0,
             count,
@@ -139,14 +139,20 @@ impl<'m> Window<'m> {
         (i < self.pieces.len() && self.pieces[i].start <= addr).then_some(i)
     }
 
-    /// Publishes the window's regions (one skiplist `swap` of the held range) if an edit
-    /// changed them, else releases the range; then gives back the regions edits removed.
+    /// Publishes what edits changed (one skiplist `swap` of the changed span, widened to whole
+    /// nodes; held regions outside it stay as they are) or, if nothing changed, releases the
+    /// range; then gives back the regions edits removed.
     pub(crate) fn commit(mut self) {
-        let locked = self.locked.take().expect("committed once");
-        if self.dirty {
+        let mut locked = self.locked.take().expect("committed once");
+        if let Some(changed) = self.changed.take() {
+            locked
+                .narrow(changed)
+                .expect("the changed span lies inside the held range");
+            let span = locked.range();
             let pieces = std::mem::take(&mut self.pieces);
             let new = pieces
                 .into_iter()
+                .filter(|p| p.start < span.end && p.end > span.start)
                 .map(|p| {
                     let iv = Interval::new(p.start, p.end).expect("regions are page aligned");
                     let v = match p.value {
@@ -157,10 +163,10 @@ impl<'m> Window<'m> {
                     (iv, v)
                 })
                 .collect();
-            // The new regions lie inside the held range (`lock_covering` widened it to whole
-            // nodes, and edits stay inside the window). Allocation failure here would leave the
-            // page tables already edited: out of memory for a few nodes aborts like Rust's
-            // allocator does (module doc of `designs/interval.rs`).
+            // The new regions lie inside the narrowed range (edits stay inside the span they
+            // changed, and `narrow` widened it to whole nodes). Allocation failure here would
+            // leave the page tables already edited: out of memory for a few nodes panics (see
+            // `designs/interval.rs`, departures).
             self.map
                 .swap(locked, new)
                 .expect("committing a region edit (out of memory for skiplist nodes)");
@@ -348,7 +354,10 @@ impl RegionStore for Window<'_> {
             self.released += old_count - new_count;
         }
         self.pieces.splice(first..first, replacement);
-        self.dirty = true;
+        self.changed = Some(match self.changed.take() {
+            Some(c) => c.start.min(lo)..c.end.max(hi),
+            None => lo..hi,
+        });
         Ok(())
     }
 }
