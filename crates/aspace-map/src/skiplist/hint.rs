@@ -126,28 +126,37 @@ impl Hint {
         Self(AtomicU64::new(start))
     }
 
-    /// The packed word and the address in it. Relaxed: a hint is a search start, never used to
-    /// reach memory; its correctness argument is the version CAS, not ordering.
+    /// The packed word and the address in it.
     pub(crate) fn read(&self) -> (u64, u64) {
-        let w = self.0.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release of `retreat` (whose release sequence the advances,
+        // being RMWs, continue): a search that starts from a hint some free moved back walks a
+        // list in which that free is done (its commit precedes its retreat). Relaxed would let
+        // the walk see the freed range still covered while the version it read already counts
+        // the free, so its advance would succeed and jump over the freed pages (loom model
+        // `an_alloc_that_reads_a_retreated_hint_sees_the_free`).
+        let w = self.0.load(Ordering::Acquire);
         (w, w & !VERSION_MASK)
     }
 
     /// Moves the hint forward to `to` if it is still `seen` (no free in between).
     pub(crate) fn advance(&self, seen: u64, to: u64) {
         let new = to | (seen & VERSION_MASK);
-        // Relaxed: see `read`.
+        // Relaxed: the version CAS is the argument (a free since `seen` bumped it); the walk
+        // that computed `to` is already ordered after the frees `seen` counts (`read`). Being an
+        // RMW, it keeps the last retreat's release sequence going for later readers.
         let _ = self
             .0
             .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
     }
 
-    /// Moves the hint back to at most `to` and bumps the version.
+    /// Moves the hint back to at most `to` and bumps the version. Called after the free's
+    /// commit.
     pub(crate) fn retreat(&self, to: u64) {
-        // Relaxed: see `read`.
+        // Release: publishes the free (the swap's commit, before this) to searches that read
+        // this word or a later advance of it; pairs with the Acquire in `read`.
         let _ = self
             .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
                 let addr = (w & !VERSION_MASK).min(to);
                 Some(addr | ((w + 1) & VERSION_MASK))
             });
