@@ -26,6 +26,13 @@
 //! may return a higher gap than the lowest (the arena's later frees move the hint back below
 //! it). Regression: `a_wrapped_hint_version_cannot_hide_a_free_gap` (tests use 2 version bits).
 //!
+//! Ordering: the version says *whether* a free came between a search's read and its advance;
+//! the search must also *see* every free its read counts. `retreat` comes after the free's
+//! commit and is Release, `read` is Acquire (advances are RMWs and carry the release sequence),
+//! so a walk that starts from a retreated hint sees the freed range free (loom model
+//! `an_alloc_that_reads_a_retreated_hint_sees_the_free`; with Relaxed, it walked the old list
+//! and claimed above the free page with one CAS the free had not touched).
+//!
 //! # The padded hint
 //! A padded alloc (`pad > 0`, `SkipListMap::alloc_in_arena_padded`) claims
 //! `[g + pad, g + pad + len)` in the first gap `[g, ge)` with `ge - g >= len + 2 * pad`, and
@@ -44,17 +51,19 @@
 //! exact first fit sequentially. On success it advances the hint to the start of the first gap
 //! of `>= PADDED_GAP_MIN` it saw before its claim; if there was none, to `g` when `pad >=
 //! PADDED_GAP_MIN` (the pad gap in front of the claim is itself such a gap) and else to the end
-//! of its claim (the pad gap in front is shorter, and lies below). Only frees make a gap longer
-//! and a free only changes gaps that reach past the start `s` of its range; it moves both hints
-//! back to `s` with a version bump. So the argument for the free hint carries over word for word:
-//! an advance that raced a free fails its version CAS, and a wrapped version is caught by the
-//! search from the arena start. Searches with a larger `len + 2 * pad` than three pages still
-//! walk the shorter-than-needed gaps of three pages or more; an arena of regions padded by one
-//! page (gaps of one or two pages) is searched in O(log n).
+//! of its claim (the pad gap in front is shorter, and lies below). Claims and mappings only
+//! shrink or split gaps. Only frees make a gap longer, and a free of `[s, e)` only lengthens
+//! gaps that contain a page of it, which end above `s`; it moves both hints back to `s` with a
+//! version bump. So the argument for the free hint carries over word for word: an advance that
+//! raced a free fails its version CAS, a wrapped version is caught by the search from the arena
+//! start, and the ordering is the same. Searches with a larger `len + 2 * pad` than three pages
+//! still walk the shorter-than-needed gaps of three pages or more; an arena of regions padded
+//! by one page (gaps of one or two pages) is searched in O(log n). Unpadded allocs use the free
+//! hint only and padded ones the padded hint only; each kind shrinks the other's gaps, which
+//! keeps both invariants.
 //!
-//! Both invariants are instances of one statement with a threshold `t` ([`hint_gap_min`]):
-//! the search skips no gap of `>= t` bytes that could hold its claim (`t = 1` byte for the free
-//! hint, whose gaps are clipped at the hint, so no free page at all lies below it).
+//! The threshold of each hint is [`hint_gap_min`]: a search advances its hint to the first gap
+//! of at least that many bytes it saw (one byte for the free hint: any free page).
 //!
 //! Not for: arena layout and separators (`arena.rs`), the claim itself (`alloc.rs`).
 

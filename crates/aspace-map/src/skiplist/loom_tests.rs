@@ -40,11 +40,20 @@
 //!   above it.
 //! - `padded_alloc_vs_map_into_its_gap`: a padded alloc races a map that inserts an interval
 //!   into the gap it fits in; the claim keeps its pads against every node present at its CAS.
+//! - `an_alloc_that_reads_a_retreated_hint_sees_the_free`: an alloc that reads the hint after a
+//!   free moved it back must walk a list in which the free is done (else it claims above the
+//!   free page by a CAS the free did not touch, and its advance succeeds with the version it
+//!   read). Caught mutations: `Hint::read` Acquire -> Relaxed, `Hint::retreat` Release ->
+//!   Relaxed (the orderings were Relaxed until this model failed).
 //!
 //! Mutations these models were checked against (each applied by hand, the model failed, restored):
 //! lock of an INVALIDATED predecessor treated as held (caught by the first model and by
 //! `fused_swap_refinds_...`); `lock_node` CAS failure treated as success; no advance past an
-//! insert; `lock_node` CAS Acquire -> Relaxed; no restart after a failed helping CAS. Not caught,
+//! insert; `lock_node` CAS Acquire -> Relaxed; no restart after a failed helping CAS; the
+//! padded hint not moved back by a free, and `Hint::advance` as a plain store (caught by
+//! `a_free_behind_a_padded_alloc_...`); the alloc claim as a plain store instead of a CAS
+//! (caught by `padded_alloc_vs_map_into_its_gap` among others); an alloc walking past a LOCKED
+//! gap that fits instead of waiting. Not caught,
 //! because it is not observable: `find` walking on through an INVALIDATED level-0 node instead of
 //! restarting. Its level-0 result is only ever used through a check that rejects such a node
 //! (`lock_node` fails on it, `alloc` restarts when a fitting gap's link is INVALIDATED) and the
@@ -653,7 +662,13 @@ fn an_alloc_that_reads_a_retreated_hint_sees_the_free() {
             thread::spawn(move || {
                 // SAFETY: nothing is freed while the threads run.
                 let got = unsafe {
-                    HintedSearch::new(Some(&hints[0].free)).run(&list, arena, P, 0, node(0, 0, 1, 7))
+                    HintedSearch::new(Some(&hints[0].free)).run(
+                        &list,
+                        arena,
+                        P,
+                        0,
+                        node(0, 0, 1, 7),
+                    )
                 };
                 match got {
                     Hinted::Inserted(start) => start / P,
