@@ -10,7 +10,9 @@
 //!   other (§4.2) and stops early at the first level where a node contains `addr`.
 //! - `lock(range)` (`skiplist/lock.rs`): traversal fused with locking: CAS LOCKED onto the
 //!   level-0 predecessor of the range, advance if a concurrent insert slipped in, then lock every
-//!   following node that overlaps the range (so the gaps next to it are held too).
+//!   following node that overlaps the range (so the gaps next to it are held too). A held
+//!   range's [`SkipLocked::stable_span`] is the span from the predecessor's end to the next
+//!   node's start, which nobody else can change while it is held.
 //! - `swap(locked, new)` (`skiplist/swap.rs`): collective height decrement of the old nodes (mark
 //!   DELETED, unlink by a helping traversal), one level-0 store that commits the swap and unlocks
 //!   the predecessor (the linearization point), INVALIDATED marks on the old nodes, collective
@@ -22,7 +24,9 @@
 //!   LOCKED gap, restart on INVALIDATED, continue past a gap claimed by someone else.
 //! - Arenas (`skiplist/arena.rs`): optional [`ArenaLayout`]; separator nodes of height
 //!   `>= SEPARATOR_THRESHOLD` at arena boundaries, ordinary nodes below; a per-arena hint;
-//!   [`SkipListMap::alloc_in_arena`] searches the caller's arena, then the shared region.
+//!   [`SkipListMap::alloc_in_arena`] searches the caller's arena, then the shared region;
+//!   [`SkipListMap::alloc_in_arena_padded`] searches the caller's arena only and leaves `pad`
+//!   free bytes on both sides of its claim (first fit of `len + 2 * pad`, `alloc.rs`).
 //!
 //! # Values and `Clone`
 //! The map clones a value in one place only: when `map` or `swap` trims an interval that reaches
@@ -46,6 +50,8 @@
 //! - *Height-increment CAS failure*: the level is retried after a fresh `find`, never abandoned.
 //! - *Hints*: a hint is a lower bound of the arena's first free page, versioned so that a free
 //!   racing an alloc cannot be jumped over (see `skiplist/hint.rs`); first fit stays exact sequentially.
+//!   Padded allocs keep a second hint per arena, below which no gap is long enough for any
+//!   padded claim, so that the pad pages they leave free are not walked again.
 //! - *Separators under intervals*: a mapping across an arena boundary drops the separator it
 //!   covers; swaps re-create separators at uncovered boundaries (see `arena.rs`).
 //!

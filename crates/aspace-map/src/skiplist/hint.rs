@@ -26,6 +26,13 @@
 //! may return a higher gap than the lowest (the arena's later frees move the hint back below
 //! it). Regression: `a_wrapped_hint_version_cannot_hide_a_free_gap` (tests use 2 version bits).
 //!
+//! Ordering: the version says *whether* a free came between a search's read and its advance;
+//! the search must also *see* every free its read counts. `retreat` comes after the free's
+//! commit and is Release, `read` is Acquire (advances are RMWs and carry the release sequence),
+//! so a walk that starts from a retreated hint sees the freed range free (loom model
+//! `an_alloc_that_reads_a_retreated_hint_sees_the_free`; with Relaxed, it walked the old list
+//! and claimed above the free page with one CAS the free had not touched).
+//!
 //! # The padded hint
 //! A padded alloc (`pad > 0`, `SkipListMap::alloc_in_arena_padded`) claims
 //! `[g + pad, g + pad + len)` in the first gap `[g, ge)` with `ge - g >= len + 2 * pad`, and
@@ -44,17 +51,19 @@
 //! exact first fit sequentially. On success it advances the hint to the start of the first gap
 //! of `>= PADDED_GAP_MIN` it saw before its claim; if there was none, to `g` when `pad >=
 //! PADDED_GAP_MIN` (the pad gap in front of the claim is itself such a gap) and else to the end
-//! of its claim (the pad gap in front is shorter, and lies below). Only frees make a gap longer
-//! and a free only changes gaps that reach past the start `s` of its range; it moves both hints
-//! back to `s` with a version bump. So the argument for the free hint carries over word for word:
-//! an advance that raced a free fails its version CAS, and a wrapped version is caught by the
-//! search from the arena start. Searches with a larger `len + 2 * pad` than three pages still
-//! walk the shorter-than-needed gaps of three pages or more; an arena of regions padded by one
-//! page (gaps of one or two pages) is searched in O(log n).
+//! of its claim (the pad gap in front is shorter, and lies below). Claims and mappings only
+//! shrink or split gaps. Only frees make a gap longer, and a free of `[s, e)` only lengthens
+//! gaps that contain a page of it, which end above `s`; it moves both hints back to `s` with a
+//! version bump. So the argument for the free hint carries over word for word: an advance that
+//! raced a free fails its version CAS, a wrapped version is caught by the search from the arena
+//! start, and the ordering is the same. Searches with a larger `len + 2 * pad` than three pages
+//! still walk the shorter-than-needed gaps of three pages or more; an arena of regions padded
+//! by one page (gaps of one or two pages) is searched in O(log n). Unpadded allocs use the free
+//! hint only and padded ones the padded hint only; each kind shrinks the other's gaps, which
+//! keeps both invariants.
 //!
-//! Both invariants are instances of one statement with a threshold `t` ([`hint_gap_min`]):
-//! the search skips no gap of `>= t` bytes that could hold its claim (`t = 1` byte for the free
-//! hint, whose gaps are clipped at the hint, so no free page at all lies below it).
+//! The threshold of each hint is [`hint_gap_min`]: a search advances its hint to the first gap
+//! of at least that many bytes it saw (one byte for the free hint: any free page).
 //!
 //! Not for: arena layout and separators (`arena.rs`), the claim itself (`alloc.rs`).
 
@@ -126,28 +135,37 @@ impl Hint {
         Self(AtomicU64::new(start))
     }
 
-    /// The packed word and the address in it. Relaxed: a hint is a search start, never used to
-    /// reach memory; its correctness argument is the version CAS, not ordering.
+    /// The packed word and the address in it.
     pub(crate) fn read(&self) -> (u64, u64) {
-        let w = self.0.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release of `retreat` (whose release sequence the advances,
+        // being RMWs, continue): a search that starts from a hint some free moved back walks a
+        // list in which that free is done (its commit precedes its retreat). Relaxed would let
+        // the walk see the freed range still covered while the version it read already counts
+        // the free, so its advance would succeed and jump over the freed pages (loom model
+        // `an_alloc_that_reads_a_retreated_hint_sees_the_free`).
+        let w = self.0.load(Ordering::Acquire);
         (w, w & !VERSION_MASK)
     }
 
     /// Moves the hint forward to `to` if it is still `seen` (no free in between).
     pub(crate) fn advance(&self, seen: u64, to: u64) {
         let new = to | (seen & VERSION_MASK);
-        // Relaxed: see `read`.
+        // Relaxed: the version CAS is the argument (a free since `seen` bumped it); the walk
+        // that computed `to` is already ordered after the frees `seen` counts (`read`). Being an
+        // RMW, it keeps the last retreat's release sequence going for later readers.
         let _ = self
             .0
             .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
     }
 
-    /// Moves the hint back to at most `to` and bumps the version.
+    /// Moves the hint back to at most `to` and bumps the version. Called after the free's
+    /// commit.
     pub(crate) fn retreat(&self, to: u64) {
-        // Relaxed: see `read`.
+        // Release: publishes the free (the swap's commit, before this) to searches that read
+        // this word or a later advance of it; pairs with the Acquire in `read`.
         let _ = self
             .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
                 let addr = (w & !VERSION_MASK).min(to);
                 Some(addr | ((w + 1) & VERSION_MASK))
             });

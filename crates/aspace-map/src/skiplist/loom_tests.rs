@@ -40,11 +40,20 @@
 //!   above it.
 //! - `padded_alloc_vs_map_into_its_gap`: a padded alloc races a map that inserts an interval
 //!   into the gap it fits in; the claim keeps its pads against every node present at its CAS.
+//! - `an_alloc_that_reads_a_retreated_hint_sees_the_free`: an alloc that reads the hint after a
+//!   free moved it back must walk a list in which the free is done (else it claims above the
+//!   free page by a CAS the free did not touch, and its advance succeeds with the version it
+//!   read). Caught mutations: `Hint::read` Acquire -> Relaxed, `Hint::retreat` Release ->
+//!   Relaxed (the orderings were Relaxed until this model failed).
 //!
 //! Mutations these models were checked against (each applied by hand, the model failed, restored):
 //! lock of an INVALIDATED predecessor treated as held (caught by the first model and by
 //! `fused_swap_refinds_...`); `lock_node` CAS failure treated as success; no advance past an
-//! insert; `lock_node` CAS Acquire -> Relaxed; no restart after a failed helping CAS. Not caught,
+//! insert; `lock_node` CAS Acquire -> Relaxed; no restart after a failed helping CAS; the
+//! padded hint not moved back by a free, and `Hint::advance` as a plain store (caught by
+//! `a_free_behind_a_padded_alloc_...`); the alloc claim as a plain store instead of a CAS
+//! (caught by `padded_alloc_vs_map_into_its_gap` among others); an alloc walking past a LOCKED
+//! gap that fits instead of waiting. Not caught,
 //! because it is not observable: `find` walking on through an INVALIDATED level-0 node instead of
 //! restarting. Its level-0 result is only ever used through a check that rejects such a node
 //! (`lock_node` fails on it, `alloc` restarts when a fitting gap's link is INVALIDATED) and the
@@ -621,5 +630,66 @@ fn padded_alloc_vs_map_into_its_gap() {
             4 => assert_eq!(got, vec![(2, 3, 2), (4, 5, 7)]),
             _ => panic!("padded alloc at page {at}: {got:?}"),
         }
+    });
+}
+
+/// Hint ordering (`hint.rs`): pages 0, 1 and 2 are mapped; the main thread frees page 1 and
+/// moves the hint back (`min(0, 1) = 0`, version + 1). An allocator that reads the hint *after*
+/// that retreat must see the free in its walk: if it could walk the old list (page 1 still
+/// covered), it would claim page 3 with one CAS on page 2's link (which the free did not touch)
+/// and advance the hint with the version it read, which succeeds, leaving the hint above the
+/// free page 1. The Release of `retreat` and the Acquire of `read` order the free before the
+/// walk.
+#[test]
+fn an_alloc_that_reads_a_retreated_hint_sees_the_free() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let layout = ArenaLayout {
+            count: 1,
+            size: 8 * P,
+            base: 0,
+        };
+        let arena = Interval::new(0, 8 * P).unwrap();
+        let hints = Arc::new([ArenaHints::new(0)]);
+        let r0 = map(
+            &list,
+            0,
+            3,
+            vec![node(0, 1, 1, 1), node(1, 2, 1, 2), node(2, 3, 1, 3)],
+        );
+        let allocator = {
+            let (list, hints) = (Arc::clone(&list), Arc::clone(&hints));
+            thread::spawn(move || {
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe {
+                    HintedSearch::new(Some(&hints[0].free)).run(
+                        &list,
+                        arena,
+                        P,
+                        0,
+                        node(0, 0, 1, 7),
+                    )
+                };
+                match got {
+                    Hinted::Inserted(start) => start / P,
+                    other => panic!("alloc failed: {other:?}"),
+                }
+            })
+        };
+        let r1 = map(&list, 1, 2, vec![]);
+        retreat_overlapping(&layout, hints.iter(), P, 2 * P);
+        let at = allocator.join().unwrap();
+        assert!(at == 1 || at == 3, "alloc at page {at}");
+        let next = node(0, 0, 1, 8);
+        // SAFETY: quiescent.
+        let got = unsafe { HintedSearch::new(Some(&hints[0].free)).run(&*list, arena, P, 0, next) };
+        let lowest = if at == 3 { 1 } else { 3 };
+        assert_eq!(
+            got,
+            Hinted::Inserted(lowest * P),
+            "the hint ({:#x}) hides a free page",
+            hints[0].free.read().1
+        );
+        finish(&list, vec![r0, r1]);
     });
 }
