@@ -93,7 +93,10 @@
 //! translation (PTE cleared or downgraded, under the space write lock) waits in `shootdown`
 //! until every core that was inside a window when it bumped the requests has left it, and every
 //! core entering a window afterwards flushes its TLB first. Frames are freed (zeroed, reused)
-//! only after that `shootdown` returned. Cores never block inside a window (no lock is taken
+//! only after that `shootdown` returned. (Under the targeted policy the shooter reaches only the
+//! cores that the changed leaf tables record as possible holders: a core records itself in a
+//! leaf before a walk reads the entry it caches; `page_table/users.rs`.) Cores never block
+//! inside a window (no lock is taken
 //! there; a fault leaves the window, takes the space lock, fills, and retries), so a shooter
 //! holding the write lock cannot deadlock with them, and an idle core never delays anyone.
 //! The window is a guard type that borrows the core mutably, so a design operation (which needs
