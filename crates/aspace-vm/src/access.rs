@@ -53,12 +53,16 @@ impl<'a> AccessWindow<'a> {
         }
     }
 
-    /// The page-table walk of [`AccessWindow::translate`].
+    /// The page-table walk of [`AccessWindow::translate`]. Under targeted shootdown it records
+    /// this core in the leaf before reading the entry it caches (`page_table/users.rs`).
     #[inline]
     fn walk(&mut self, va: u64, access: Access) -> Option<usize> {
         let pte = {
             let _guard = self.core.reader.read();
-            self.sh.tables.lookup(va)?
+            match self.core.user {
+                None => self.sh.tables.lookup(va)?,
+                Some(user) => self.sh.tables.lookup_recorded(va, user)?,
+            }
         };
         if !pte.prot().allows(access) {
             return None;

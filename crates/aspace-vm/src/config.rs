@@ -8,6 +8,7 @@
 //! frames, a 64-entry soft TLB per core).
 
 use crate::error::VmError;
+use crate::shootdown::ShootdownPolicy;
 use crate::types::PAGE_SIZE;
 
 /// Linux's `TASK_SIZE` on x86-64 with four-level paging: user space ends one page below 2^47
@@ -184,6 +185,8 @@ impl Config {
 #[derive(Clone, Debug, Default)]
 pub struct Builder {
     config: Config,
+    /// The shootdown policy when not the design's own (tests; `ShootdownPolicy::of`).
+    shootdown: Option<ShootdownPolicy>,
 }
 
 impl Builder {
@@ -245,6 +248,27 @@ impl Builder {
     /// The configuration so far.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Overrides the design's shootdown policy (`ShootdownPolicy::of`): for a design under
+    /// construction and for tests that run a design under the other policy.
+    pub(crate) fn shootdown_policy(mut self, policy: ShootdownPolicy) -> Self {
+        self.shootdown = Some(policy);
+        self
+    }
+
+    /// **Testing hook, not an API**: makes the space use targeted TLB shootdown (only the cores
+    /// recorded in the changed page tables are flushed, `page_table/users.rs`) whatever its
+    /// design, so that integration tests can run the protocol tests under both policies.
+    #[doc(hidden)]
+    pub fn targeted_shootdown_for_testing(self) -> Self {
+        self.shootdown_policy(ShootdownPolicy::Targeted)
+    }
+
+    /// The shootdown policy the space will use.
+    pub(crate) fn policy(&self) -> ShootdownPolicy {
+        self.shootdown
+            .unwrap_or_else(|| ShootdownPolicy::of(self.config.design))
     }
 
     /// The configuration, validated (`Builder::build`, in `space.rs`, makes the space of it).

@@ -1,6 +1,6 @@
 //! A core's private state ([`Core`]): what one attached thread owns and lends to the design's
 //! operations and to its access windows: its shootdown slot id, soft TLB, free-frame cache, RCU
-//! reader, anon identity block and scratch buffers.
+//! reader, page-table users bit, anon identity block and scratch buffers.
 //!
 //! One thread uses a core at a time (the public `CoreHandle` owning it is `Send`, not `Sync`),
 //! so nothing here is synchronized except through the shared structures it points into.
@@ -9,10 +9,11 @@
 
 use crate::error::VmError;
 use crate::frames::{Frame, FrameCache};
+use crate::page_table::UserBit;
 use crate::region::plan::EditBuffers;
 use crate::region::AnonId;
 use crate::shared::Shared;
-use crate::shootdown::CoreId;
+use crate::shootdown::{CoreId, CoreSet, ShootdownPolicy};
 use crate::tlb::Tlb;
 use std::ops::Range;
 
@@ -28,8 +29,13 @@ pub(crate) struct Core {
     pub(crate) cache: FrameCache,
     /// The RCU reader that protects page-table walks.
     pub(crate) reader: aspace_rcu::Reader,
+    /// Under targeted shootdown, the bit this core's walks record in the leaf tables they read
+    /// (`page_table/users.rs`); `None` under broadcast (nothing is recorded).
+    pub(crate) user: Option<UserBit>,
     /// Scratch: frames removed by a clear, freed after the shootdown.
     pub(crate) freed: Vec<Frame>,
+    /// Scratch: the cores a targeted shootdown reaches.
+    pub(crate) targets: CoreSet,
     /// Scratch: translated frame addresses of a multi-page access.
     pub(crate) pages: Vec<usize>,
     /// Scratch: the buffers of region edits.
@@ -51,7 +57,10 @@ impl Core {
             tlb: Tlb::new(sh.config.tlb_entries),
             cache: FrameCache::new(),
             reader: sh.domain.register(),
+            user: (sh.shootdown_policy == ShootdownPolicy::Targeted)
+                .then(|| UserBit::of(id.index(), sh.config.max_cores)),
             freed: Vec::new(),
+            targets: CoreSet::new(),
             pages: Vec::new(),
             edits: EditBuffers::default(),
             anon: 0..0,

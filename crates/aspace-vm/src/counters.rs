@@ -1,14 +1,15 @@
-//! Per-core event counters (faults, fills, TLB hits and misses), summed when read.
+//! Per-core event counters (faults, fills, TLB hits and misses, the targets and waits of the
+//! shootdowns the core sent), summed when read.
 //!
 //! Each core's counters live in a cache-padded slot indexed by its core id and written only by
 //! that core (`Relaxed` load + store, no read-modify-write), so counting costs no shared cache
 //! line. A detaching core folds its counts into `retired` and zeroes its slot. Statistics only:
 //! every access is `Relaxed`, and a sum taken while cores run is not atomic across fields.
 //!
-//! Not for: gauges (frames, tables, regions: their owners count them) or shootdown counts
-//! (`shootdown.rs`).
+//! Not for: gauges (frames, tables, regions: their owners count them) or the shootdown round
+//! and flush counts (`shootdown.rs`).
 
-use crate::shootdown::CoreId;
+use crate::shootdown::{CoreId, Round};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,6 +22,8 @@ pub(crate) struct CoreCounters {
     tlb_misses: AtomicU64,
     /// Faults resolved by stage (the `interval` design's three; see `designs/interval.rs`).
     stages: [AtomicU64; 3],
+    shootdown_targets: AtomicU64,
+    shootdown_waits: AtomicU64,
 }
 
 /// The event totals, as [`Counters::sum`] reads them.
@@ -31,13 +34,28 @@ pub(crate) struct EventTotals {
     pub(crate) tlb_hits: u64,
     pub(crate) tlb_misses: u64,
     pub(crate) stages: [u64; 3],
+    pub(crate) shootdown_targets: u64,
+    pub(crate) shootdown_waits: u64,
 }
 
 impl CoreCounters {
-    /// +1 by the owning core (load + store: it is the only writer).
+    /// +n by the owning core (load + store: it is the only writer).
+    #[inline]
+    fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// +1 by the owning core.
     #[inline]
     fn bump(c: &AtomicU64) {
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Self::add(c, 1);
+    }
+
+    /// One more shootdown round sent by this core.
+    #[inline]
+    pub(crate) fn add_round(&self, round: Round) {
+        Self::add(&self.shootdown_targets, round.targets);
+        Self::add(&self.shootdown_waits, round.waits);
     }
 
     /// One more fault handled.
@@ -66,7 +84,7 @@ impl CoreCounters {
         self.tlb_misses.store(misses, Ordering::Relaxed);
     }
 
-    fn fields(&self) -> [&AtomicU64; 7] {
+    fn fields(&self) -> [&AtomicU64; 9] {
         [
             &self.faults,
             &self.fills,
@@ -75,11 +93,13 @@ impl CoreCounters {
             &self.stages[0],
             &self.stages[1],
             &self.stages[2],
+            &self.shootdown_targets,
+            &self.shootdown_waits,
         ]
     }
 
     fn read(&self) -> EventTotals {
-        let [faults, fills, tlb_hits, tlb_misses, s0, s1, s2] =
+        let [faults, fills, tlb_hits, tlb_misses, s0, s1, s2, shootdown_targets, shootdown_waits] =
             self.fields().map(|c| c.load(Ordering::Relaxed));
         EventTotals {
             faults,
@@ -87,6 +107,8 @@ impl CoreCounters {
             tlb_hits,
             tlb_misses,
             stages: [s0, s1, s2],
+            shootdown_targets,
+            shootdown_waits,
         }
     }
 }
@@ -100,6 +122,8 @@ impl std::ops::AddAssign for EventTotals {
         for (t, s) in self.stages.iter_mut().zip(o.stages) {
             *t += s;
         }
+        self.shootdown_targets += o.shootdown_targets;
+        self.shootdown_waits += o.shootdown_waits;
     }
 }
 

@@ -276,6 +276,14 @@ impl CoreHandle {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+impl CoreHandle {
+    /// This core's slot (tests that look at its shootdown state).
+    pub(crate) fn core_id(&self) -> crate::shootdown::CoreId {
+        self.core.id
+    }
+}
+
 impl Drop for CoreHandle {
     fn drop(&mut self) {
         // In a forked child the core's slots and the pool's locks belong to the parent's

@@ -102,12 +102,14 @@
 //! translation (PTE cleared or downgraded, under the design's lock) waits in `shootdown`
 //! until every targeted core that was inside a window when it bumped the requests has left it,
 //! and every such core entering a window afterwards flushes its TLB first. Frames are freed
-//! (zeroed, reused) only after that `shootdown` returned. Cores never block inside a window (no
-//! lock is taken there; a fault leaves the window, takes the design's locks, fills, and
-//! retries), so a shooter holding locks cannot deadlock with them, and an idle core never
-//! delays anyone. The window is a guard type that borrows the core mutably, so a design
-//! operation (which needs the core mutably) cannot be called inside one: a compile error, not a
-//! precondition.
+//! (zeroed, reused) only after that `shootdown` returned. (Under the targeted policy, the
+//! `interval` design's, the shooter reaches only the cores that the changed leaf tables record
+//! as possible holders: a core records itself in a leaf before a walk reads the entry it
+//! caches; `page_table/users.rs`.) Cores never block inside a window (no lock is taken there; a
+//! fault leaves the window, takes the design's locks, fills, and retries), so a shooter holding
+//! locks cannot deadlock with them, and an idle core never delays anyone. The window is a guard
+//! type that borrows the core mutably, so a design operation (which needs the core mutably)
+//! cannot be called inside one: a compile error, not a precondition.
 //!
 //! **Page-table freeing**: after `munmap`, the design frees the tables covering the unmapped
 //! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) while it still excludes every

@@ -1,5 +1,5 @@
 //! What every core of one space shares, whatever the design: configuration, bounds, page
-//! tables, frames, shootdown slots, the RCU domain that reclaims page tables, event counters
+//! tables, frames, shootdown slots and policy, the RCU domain that reclaims page tables, event counters
 //! and the anon identity counter ([`Shared`]).
 //!
 //! A design keeps its region store and locks beside this (`space.rs` holds both); the Linux
@@ -16,7 +16,7 @@ use crate::frames::FramePool;
 use crate::page_table::{PageTables, VA_BITS};
 use crate::region::AnonId;
 use crate::semantics::Bounds;
-use crate::shootdown::Shootdown;
+use crate::shootdown::{Shootdown, ShootdownPolicy};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -59,6 +59,9 @@ pub(crate) struct Shared {
     pub(crate) pool: FramePool,
     /// The shootdown slots, one per attached core.
     pub(crate) shootdown: Shootdown,
+    /// Whom `munmap`/`mprotect`/`madvise` shoot down: every core, or only those recorded in
+    /// the changed leaf tables (fixed at build: the design's, `ShootdownPolicy::of`).
+    pub(crate) shootdown_policy: ShootdownPolicy,
     /// Reclaims page tables after a grace period; each core holds a reader.
     pub(crate) domain: aspace_rcu::Domain,
     /// Per-core event counters.
@@ -74,7 +77,10 @@ impl Shared {
     ///
     /// # Errors
     /// [`VmError::InvalidArgument`] for a range beyond the page tables; the frame pool's errors.
-    pub(crate) fn new(config: Config) -> Result<Shared, VmError> {
+    pub(crate) fn new(
+        config: Config,
+        shootdown_policy: ShootdownPolicy,
+    ) -> Result<Shared, VmError> {
         if config.max_addr > 1 << VA_BITS {
             return Err(VmError::InvalidArgument(
                 "max_addr beyond the 48-bit four-level page tables",
@@ -88,6 +94,7 @@ impl Shared {
             tables: PageTables::new(),
             pool: FramePool::new(config.memory, config.frame_batch)?,
             shootdown: Shootdown::new(config.max_cores),
+            shootdown_policy,
             domain: aspace_rcu::Domain::new(),
             counters: Counters::new(config.max_cores),
             anon_ids: AnonIds::new(),

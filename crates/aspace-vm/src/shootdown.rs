@@ -101,16 +101,36 @@
 //!
 //! # Targets
 //!
-//! [`Targets::All`] is the broadcast policy every design uses now. [`Targets::Cores`] takes a
-//! [`CoreSet`] (a plain bitset) and runs the same protocol on only those cores: RadixVM's targeted
-//! policy, for a design that records which cores may have cached a translation (e.g. a per-page
-//! core set filled when a core inserts a TLB entry, RadixVM §3.4). Its correctness rests on that
-//! record: a core left out of the set must not hold the translation in its TLB, and any access it
-//! begins must either see the cleared PTEs or be recorded (the registration argument above covers
-//! only `All`).
-//! The loom models check that a targeted shooter waits for a target inside an access (also one
-//! in the second bitmap word), neither waits for nor flushes a non-target, and that the target's
-//! next access flushes.
+//! A space's [`ShootdownPolicy`] (fixed at build, the design's choice) decides whom a round
+//! targets. **Broadcast** ([`Targets::All`], the `coarse` design, like Linux's IPI to every CPU
+//! of the `mm`): every registered core. **Targeted** ([`Targets::Cores`], RadixVM §3.4): only the
+//! cores that may have cached a removed translation, read from a record the page tables keep
+//! (`page_table/users.rs`): every leaf table has a users mask, and a core's page-table walk on
+//! the access path sets the core's bit (`c % USER_BITS`, 512 bits: one per core up to 512 cores,
+//! a residue class beyond) in the leaf *before* it loads the entry it will put into its TLB. The
+//! shooter changes the entries, executes a SeqCst fence, and reads the masks of the leaves it
+//! changed; the union, expanded to a [`CoreSet`], is the target set, and an empty set means no
+//! round at all (no core ever walked those leaves, so no TLB holds their entries).
+//!
+//! Why that record is complete (the full argument, with the C++20 fence rules, is in
+//! `users.rs`): the walker's bit store and entry load and the shooter's entry change and mask
+//! load form a store-buffering pair, each side separated by a SeqCst fence, so either the
+//! shooter's mask load sees the bit or the walker's entry load sees the change (and the walker
+//! caches nothing stale). A core whose bit is already set skips the store and the fence only when
+//! it owns the bit alone: then an earlier walk of its slot set it and executed the fence, which
+//! happens before this entry load. Every translation a core holds (TLB or a multi-page access's
+//! list) comes from such a walk, so a core left out of the set holds none of the removed
+//! translations and can begin no access that finds one; for the cores in the set the protocol
+//! above applies unchanged (registration needs no second argument: a core that registers after
+//! the shooter read the masks has an empty TLB and records itself before any walk).
+//!
+//! The record is conservative: a leaf's bits are only set while it is linked (cleared when the
+//! table is scrubbed after `free_tables`), so a core that walked a leaf once stays a target of
+//! its later changes until the table is freed, and a shared bit targets its whole class. The
+//! loom models of `page_table/users/` run the record against a targeted shootdown; those here
+//! check that a targeted shooter waits for a target inside an access (also one in the second
+//! bitmap word), neither waits for nor flushes a non-target, and that the target's next access
+//! flushes.
 //!
 //! # Preconditions (checked in debug builds where cheap)
 //!
@@ -139,6 +159,12 @@ impl CoreId {
     pub(crate) fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The id of slot `index` (tests that build core sets by hand).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn for_tests(index: usize) -> CoreId {
+        CoreId(u32::try_from(index).expect("slot index"))
+    }
 }
 
 /// A set of cores (a plain bitset, snapshotted by the caller), for [`Targets::Cores`].
@@ -147,7 +173,6 @@ pub(crate) struct CoreSet {
     words: Vec<u64>,
 }
 
-#[allow(dead_code)] // the targeted policy has no user yet (only the tests); see the module doc
 impl CoreSet {
     /// The empty set.
     pub(crate) fn new() -> CoreSet {
@@ -155,6 +180,7 @@ impl CoreSet {
     }
 
     /// Adds `id`.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn insert(&mut self, id: CoreId) {
         let (w, bit) = (id.index() / 64, id.index() % 64);
         if self.words.len() <= w {
@@ -164,9 +190,28 @@ impl CoreSet {
     }
 
     /// Whether `id` is in the set.
+    #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn contains(&self, id: CoreId) -> bool {
         let (w, bit) = (id.index() / 64, id.index() % 64);
         self.words.get(w).is_some_and(|x| x & (1 << bit) != 0)
+    }
+
+    /// Adds the cores `64 * w + i` for every bit `i` set in `bits`.
+    pub(crate) fn or_word(&mut self, w: usize, bits: u64) {
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= bits;
+    }
+
+    /// Empties the set (keeping its memory, for a scratch set reused per shootdown).
+    pub(crate) fn clear(&mut self) {
+        self.words.clear();
+    }
+
+    /// Whether the set has no core.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
     }
 
     /// Bits of cores `64 * w .. 64 * w + 64`.
@@ -175,13 +220,34 @@ impl CoreSet {
     }
 }
 
+/// How a space chooses the targets of its shootdowns (module doc, "Targets").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ShootdownPolicy {
+    /// [`Targets::All`]: every registered core, like Linux's broadcast IPI (`coarse`).
+    Broadcast,
+    /// [`Targets::Cores`]: only the cores recorded in the users masks of the leaf tables whose
+    /// entries changed (`page_table/users.rs`); no shootdown at all when that set is empty.
+    Targeted,
+}
+
+impl ShootdownPolicy {
+    /// The policy `design` uses. A design that records page-table users chooses `Targeted`
+    /// here; tests may override it per space (`Builder::shootdown_policy`).
+    pub(crate) fn of(design: crate::config::Design) -> ShootdownPolicy {
+        match design {
+            crate::config::Design::Coarse => ShootdownPolicy::Broadcast,
+            crate::config::Design::Interval => ShootdownPolicy::Targeted,
+        }
+    }
+}
+
 /// Which cores a shootdown targets.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Targets<'a> {
     /// Every registered core (the broadcast policy).
     All,
-    /// Only these cores (a targeted policy; see the module doc for what the caller must ensure).
-    #[allow(dead_code)] // no design uses the targeted policy yet (only the tests)
+    /// Only these cores (the targeted policy; see the module doc for what the caller must
+    /// ensure).
     Cores(&'a CoreSet),
 }
 
@@ -214,6 +280,16 @@ pub(crate) struct Shootdown {
     registered: Box<[AtomicU64]>,
     /// Shootdowns initiated (statistics).
     sent: CachePadded<StatCounter>,
+}
+
+/// What one round of [`Shootdown::shootdown_round`] did (statistics; the calling core adds it
+/// to its own counters, `counters.rs`, so counting costs no shared line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Round {
+    /// Registered target cores whose flush request was bumped.
+    pub(crate) targets: u64,
+    /// Target cores found inside an access and waited for.
+    pub(crate) waits: u64,
 }
 
 impl Shootdown {
@@ -358,12 +434,18 @@ impl Shootdown {
     ///
     /// The caller has already cleared or downgraded the page-table entries, is not inside an
     /// access itself, and reuses frames only after this returns.
+    #[cfg_attr(not(test), allow(dead_code))] // the engine calls `shootdown_round`
     pub(crate) fn shootdown(&self, targets: Targets<'_>) -> u64 {
+        self.shootdown_round(targets).waits
+    }
+
+    /// [`Shootdown::shootdown`], reporting how many cores it targeted and waited for.
+    pub(crate) fn shootdown_round(&self, targets: Targets<'_>) -> Round {
         self.sent.fetch_add(1, StatOrdering::Relaxed);
         // F1 (SeqCst): orders the caller's PTE clears before our reads of the bitmap; pairs with
         // F2 of a core's first access after it registered (module doc, "Registration").
         fence(Ordering::SeqCst);
-        let mut waited = 0;
+        let (mut waited, mut targeted) = (0, 0);
         for (w, word) in self.registered.iter().enumerate() {
             // Acquire: pairs with the Release in `unregister` (a core seen gone has finished its
             // last access).
@@ -371,6 +453,7 @@ impl Shootdown {
             if cores == 0 {
                 continue;
             }
+            targeted += u64::from(cores.count_ones());
             for i in bits(cores) {
                 // Release: pairs with the Acquire request load in `begin_access`: the caller's PTE
                 // clears are visible to a core that sees this bump, even early (module doc). F1
@@ -396,10 +479,13 @@ impl Shootdown {
                 }
             }
         }
-        waited
+        Round {
+            targets: targeted,
+            waits: waited,
+        }
     }
 
-    /// Shootdowns initiated so far.
+    /// Shootdown rounds so far.
     pub(crate) fn sent(&self) -> u64 {
         self.sent.load(StatOrdering::Relaxed)
     }
@@ -447,6 +533,9 @@ fn bits(mut x: u64) -> impl Iterator<Item = usize> {
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+
+#[cfg(all(test, not(loom)))]
+mod policy_tests;
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -525,8 +614,14 @@ mod tests {
             c.tlb.insert(0x20_000, fake_frame(2), Prot::READ_WRITE);
             sd.end_access(c.id);
         }
-        // Nobody is inside an access: nobody is waited for.
-        assert_eq!(sd.shootdown(Targets::All), 0);
+        // Nobody is inside an access: nobody is waited for; all five are targets.
+        assert_eq!(
+            sd.shootdown_round(Targets::All),
+            Round {
+                targets: 5,
+                waits: 0
+            }
+        );
         assert_eq!(sd.shootdown(Targets::All), 0);
         for c in &mut cores {
             assert!(c.begin(&sd));
@@ -556,7 +651,13 @@ mod tests {
         // `a` is inside an access, but not targeted: the shooter must not wait for it (a wait
         // here would never end: this thread is `a`).
         assert!(!a.begin(&sd));
-        assert_eq!(sd.shootdown(Targets::Cores(&set)), 0);
+        assert_eq!(
+            sd.shootdown_round(Targets::Cores(&set)),
+            Round {
+                targets: 1,
+                waits: 0
+            }
+        );
         assert_eq!(a.tlb.lookup(0x30_000, Access::Read), Some(fake_frame(3)));
         sd.end_access(a.id);
         assert!(!a.begin(&sd), "a non-target is not asked to flush");
@@ -595,7 +696,14 @@ mod tests {
             while !in_access.load(Acquire) {
                 std::thread::yield_now();
             }
-            assert_eq!(sd.shootdown(Targets::All), 1, "waited for the core");
+            assert_eq!(
+                sd.shootdown_round(Targets::All),
+                Round {
+                    targets: 1,
+                    waits: 1
+                },
+                "waited for the core"
+            );
             assert!(done.load(Relaxed), "returned before the access ended");
         });
     }

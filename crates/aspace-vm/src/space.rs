@@ -67,8 +67,9 @@ impl Builder {
     /// [`VmError::InvalidArgument`] for a bad configuration; [`VmError::OutOfMemory`] when the
     /// frame reservation itself fails.
     pub fn build(self) -> Result<AddressSpace, VmError> {
+        let policy = self.policy();
         let config = self.validated()?;
-        let shared = Shared::new(config)?;
+        let shared = Shared::new(config, policy)?;
         let design = Designs::new(&shared);
         Ok(AddressSpace {
             space: Arc::new(Space {
@@ -121,6 +122,9 @@ impl AddressSpace {
             faults: events.faults,
             fills: events.fills,
             shootdowns_sent: sh.shootdown.sent(),
+            shootdowns: sh.shootdown.sent(),
+            shootdown_targets: events.shootdown_targets,
+            shootdown_waits: events.shootdown_waits,
             shootdowns_received: sh.shootdown.received(),
             tlb_hits: events.tlb_hits,
             tlb_misses: events.tlb_misses,

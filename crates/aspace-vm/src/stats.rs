@@ -1,7 +1,7 @@
 //! Counters of an address space, as [`crate::AddressSpace::stats`] reports them.
 //!
-//! Event counters (faults, fills, shootdowns, TLB hits) are kept per core and summed when read, so
-//! counting costs no shared cache line; gauges (frames, page tables, regions) are the owning
+//! Event counters (faults, fills, TLB hits, shootdown targets and waits) are kept per core and
+//! summed when read, so counting costs no shared cache line; gauges (frames, page tables, regions) are the owning
 //! component's own accounting. A snapshot taken while cores run is not atomic across fields.
 
 /// A snapshot of an address space's counters.
@@ -11,8 +11,21 @@ pub struct Stats {
     pub faults: u64,
     /// Faults that filled a page-table entry with a fresh zeroed frame.
     pub fills: u64,
-    /// Shootdowns initiated (one per `munmap`/`mprotect`/`madvise` that removed translations).
+    /// Shootdowns initiated (one per `munmap`/`mprotect`/`madvise` that removed translations
+    /// and, under targeted shootdown, found a core that may have cached one). The same count as
+    /// `shootdowns`, under its older name.
     pub shootdowns_sent: u64,
+    /// Shootdown rounds: each asks its target cores to flush their TLBs and waits for those
+    /// inside an access. Under targeted shootdown an unmap whose pages no core walked sends none.
+    pub shootdowns: u64,
+    /// Target cores over all rounds: attached cores whose flush was requested (every attached
+    /// core under broadcast; under targeted shootdown the cores recorded in the changed page
+    /// tables, a bit standing for every core whose index is equal modulo 512).
+    pub shootdown_targets: u64,
+    /// Target cores the shooters had to wait for over all rounds, because they were inside an
+    /// access (`read`/`write`/`touch`) when their flush was requested. Idle targets cost no
+    /// wait: they flush at their next access.
+    pub shootdown_waits: u64,
     /// TLB flushes performed by cores in response to shootdowns.
     pub shootdowns_received: u64,
     /// Accesses translated by the soft TLB without walking the page tables.

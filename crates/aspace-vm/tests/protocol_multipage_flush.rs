@@ -22,6 +22,8 @@
 //! 40 under `oversubscribed`, within the first 200).
 //!
 //! The run is bounded as `protocol/bounded_run.rs` describes (at most `ITERATIONS` zaps).
+//! It runs under both shootdown policies (broadcast, and targeted through the builder's testing
+//! hook): a multi-page access keeps translations only from walks that recorded it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -29,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 mod bounded_run;
 use bounded_run::{finish, Budget, StopOnDrop};
 
-use aspace_vm::{AddressSpace, Advice, CoreHandle, MapFlags, Prot, PAGE_SIZE};
+use aspace_vm::{AddressSpace, Advice, Builder, CoreHandle, MapFlags, Prot, PAGE_SIZE};
 
 const PAGES: u64 = 16;
 const LEN: u64 = PAGES * PAGE_SIZE;
@@ -43,7 +45,17 @@ const PATTERN: u8 = 0xA5;
 
 #[test]
 fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
-    let space = AddressSpace::builder()
+    multi_page_writer_versus_zapper(AddressSpace::builder());
+}
+
+#[test]
+fn a_multi_page_write_never_keeps_a_translation_across_a_flush_with_targeted_shootdown() {
+    multi_page_writer_versus_zapper(AddressSpace::builder().targeted_shootdown_for_testing());
+}
+
+/// The test on a space of `builder`'s shootdown policy.
+fn multi_page_writer_versus_zapper(builder: Builder) {
+    let space = builder
         .memory(1024 * PAGE_SIZE)
         .frame_batch(64)
         .max_cores(2)

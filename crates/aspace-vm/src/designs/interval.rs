@@ -97,6 +97,8 @@
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
 mod window;
 
 use super::placement::hint_fits;
@@ -157,7 +159,7 @@ impl RegionCount {
     }
 
     /// The count (exact when no call runs).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn sum(&self) -> u64 {
         match self {
             RegionCount::PerCore(c) => c.sum(),

@@ -6,7 +6,8 @@
 //! outside its access window, and the read-only views (`maps`, region count). [`Designs`] is the
 //! closed set of implementations, an enum so that dispatch is a `match` the compiler inlines
 //! (no virtual call on the fault path). A new design (`faultlock`, `hybrid`, `bonsai`, `radix`,
-//! `interval`) adds a file here, a variant to [`Designs`] and to `config::Design`.
+//! `interval`) adds a file here, a variant to [`Designs`] and to `config::Design`, and its
+//! shootdown policy (broadcast or targeted) to `ShootdownPolicy::of` (`shootdown.rs`).
 //!
 //! A design is a **lock policy** over shared parts: it owns a region store
 //! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`

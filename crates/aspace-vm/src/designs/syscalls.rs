@@ -33,13 +33,13 @@
 use super::placement;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
-use crate::page_table::{FillError, VA_BITS};
+use crate::page_table::{FillError, UserMask, VA_BITS};
 use crate::region::plan::{adopted_anon, OnOverlap};
 use crate::region::store::{RegionRef, RegionStore};
 use crate::region::Attrs;
 use crate::semantics::{vm_flags, AdviceEffect, MmapRequest, Placement};
 use crate::shared::Shared;
-use crate::shootdown::Targets;
+use crate::shootdown::{ShootdownPolicy, Targets};
 use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
 use std::ops::Range;
 
@@ -104,10 +104,38 @@ fn fill_locked(
     Ok(())
 }
 
+/// The users mask to collect while changing entries: `Some` under targeted shootdown.
+#[inline]
+fn noting<'u>(sh: &Shared, users: &'u mut UserMask) -> Option<&'u mut UserMask> {
+    (sh.shootdown_policy == ShootdownPolicy::Targeted).then_some(users)
+}
+
+/// Shoots down the translations just removed or downgraded, by the space's policy: every core
+/// (broadcast), or the cores of `users`, the masks of the changed leaves (targeted; nothing to
+/// do when it is empty: no core walked those leaves, so none caches their entries).
+///
+/// # Preconditions
+/// Not inside an access window; `users` was collected by the `_noting` page-table calls that
+/// made the changes, and no `free_tables` of their ranges ran since.
+#[inline]
+fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
+    let round = match sh.shootdown_policy {
+        ShootdownPolicy::Broadcast => sh.shootdown.shootdown_round(Targets::All),
+        ShootdownPolicy::Targeted => {
+            users.cores_into(sh.config.max_cores, &mut core.targets);
+            if core.targets.is_empty() {
+                return;
+            }
+            sh.shootdown.shootdown_round(Targets::Cores(&core.targets))
+        }
+    };
+    sh.counters.of(core.id).add_round(round);
+}
+
 /// Removes every translation in `ranges` and frees their frames: clears the page-table
-/// entries, shoots down (broadcast) if any was present, then gives the frames to the caller's
-/// cache. Returns whether anything was mapped. This order is the crate's rule that **a frame is
-/// reused only after the shootdown that removed its last translation returned**
+/// entries, shoots down (by the space's policy) if any was present, then gives the frames to
+/// the caller's cache. Returns whether anything was mapped. This order is the crate's rule that
+/// **a frame is reused only after the shootdown that removed its last translation returned**
 /// (`tests/protocol_zap_reuse.rs` fails when it is broken).
 ///
 /// # Preconditions
@@ -116,12 +144,14 @@ fn fill_locked(
 #[inline]
 fn zap_locked(sh: &Shared, core: &mut Core, ranges: impl IntoIterator<Item = Range<u64>>) -> bool {
     let mut freed = std::mem::take(&mut core.freed);
+    let mut users = UserMask::default();
     for range in ranges {
-        sh.tables.clear_range(range, &mut freed);
+        sh.tables
+            .clear_range_noting(range, &mut freed, noting(sh, &mut users));
     }
     let any = !freed.is_empty();
     if any {
-        sh.shootdown.shootdown(Targets::All);
+        shoot_down_locked(sh, core, &users);
         // Every core that could still translate to these frames has flushed or finished its
         // access: they may be zeroed and reused.
         core.cache.free_all(&sh.pool, &mut freed);
@@ -234,11 +264,12 @@ pub(crate) fn munmap_locked(
         OnOverlap::Rewrite,
         sh.config.max_map_count,
     )?;
-    if !outcome.overlapped {
-        return Ok(());
+    if outcome.overlapped {
+        zap_locked(sh, core, [range.clone()]);
     }
-    zap_locked(sh, core, [range.clone()]);
-    // Skip the table walk when no table can have become free (the common case of a page
+    // Tables are freed also when nothing was mapped: a design whose frees stop short of the
+    // true gap (`interval`'s windows stop at the arena separators they do not hold) leaves
+    // tables in holes, and a later `munmap` of the hole reclaims them. Skip the table walk when no table can have become free (the common case of a page
     // unmapped next to a mapping in the same leaf table): a table is freeable only if it
     // covers part of `range` and lies inside the widened gap, and no leaf-sized block
     // touching `range` can lie inside it when `range` is surrounded closely enough.
@@ -292,11 +323,16 @@ pub(crate) fn mprotect_locked(
         sh.config.max_map_count,
     )?;
     let mut removed = false;
+    let mut users = UserMask::default();
     for r in regions.overlapping(done) {
-        removed |= sh.tables.protect_range(r.start..r.end, pte_prot(&r.attrs));
+        removed |= sh.tables.protect_range_noting(
+            r.start..r.end,
+            pte_prot(&r.attrs),
+            noting(sh, &mut users),
+        );
     }
     if removed {
-        sh.shootdown.shootdown(Targets::All);
+        shoot_down_locked(sh, core, &users);
     }
     match hole {
         Some(_) => Err(VmError::OutOfMemory(Limit::Hole)),

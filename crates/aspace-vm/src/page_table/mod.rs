@@ -2,9 +2,10 @@
 //! lock-free by the access path and filled under a per-leaf-table lock.
 //!
 //! The files: `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table
-//! memory: type-stable tables, per-level pools, retirement through RCU), this file (the tree:
-//! walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom model of a walker
-//! racing table reclamation and reuse).
+//! memory: type-stable tables, per-level pools, retirement through RCU), `users.rs` (each leaf's
+//! record of the cores that may cache its translations, for targeted shootdown), this file (the
+//! tree: walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom model of a
+//! walker racing table reclamation and reuse).
 //!
 //! # Layout
 //!
@@ -12,12 +13,16 @@
 //! entry is 0 or a child table pointer with `PRESENT` (and, on level-2 entries, `LOCKED`: the
 //! fill lock of the leaf below); a leaf entry is a [`Pte`]. Every table also keeps a 512-bit
 //! `present` bitmap of its non-zero entries, so that freeing a subtree, clearing a leaf or
-//! recycling a table touches only the entries in use (8 words to scan instead of 512).
+//! recycling a table touches only the entries in use (8 words to scan instead of 512). A leaf
+//! also keeps a **users mask** (`users.rs`, one cache line): bit `c % USER_BITS` is set by core
+//! `c`'s walks that may put one of its translations into a TLB, so that a targeted shootdown
+//! can skip the cores that never read it.
 //!
 //! # Algorithm
 //!
 //! - **lookup** walks four `Acquire` loads and returns the leaf entry if present. It takes no
-//!   lock and writes nothing.
+//!   lock and writes nothing. **lookup_recorded** (the access path under the targeted policy)
+//!   first records the calling core in the leaf's users mask, then loads the entry (`users.rs`).
 //! - **fill** walks down, installing missing intermediate tables with a CAS on the empty parent
 //!   entry (the loser puts its never-published table back in the pool and follows the
 //!   winner's). It then takes the leaf's lock (a CAS setting `LOCKED` in the level-2 entry),
@@ -26,7 +31,9 @@
 //!   second finds the entry present and its allocator is never called.
 //! - **clear_range / protect_range** visit only the entries intersecting the range (an absent
 //!   intermediate entry skips its whole subtree), and change leaf entries under each leaf's
-//!   lock, using the leaf bitmap to find present entries.
+//!   lock, using the leaf bitmap to find present entries. Their `_noting` forms also OR the
+//!   users masks of the leaves they changed into the caller's [`UserMask`], read after a SeqCst
+//!   fence that follows the changes (`users.rs`): the cores a targeted shootdown must reach.
 //! - **free_tables(empty)** unlinks every table whose whole coverage lies inside `empty` (a
 //!   range the caller knows holds no region: the unmapped range widened to the neighbouring
 //!   gaps, as in the SOSP'25 paper's §3.1 and Fig. 4), keeping the tables at the edges that
@@ -57,7 +64,8 @@
 //!   number of tables recycled within one grace period until the space drops.
 //! - A leaf table's entries and bitmap change only under its lock. An intermediate entry goes
 //!   from 0 to a table by CAS (fill) and back to 0 only in `free_tables`.
-//! - A retired or pooled table is all zeroes (entries and bitmap): `free_tables` zeroes the
+//! - A retired or pooled table is all zeroes (entries, bitmap, and the users mask unless a
+//!   walker still inside recorded itself after the scrub: `users.rs`): `free_tables` zeroes the
 //!   entries its bitmap names (exact, since no fill may run inside an `empty` range) right
 //!   after unlinking. Zeroing an unlinked table in place is harmless to a walker still inside
 //!   it: it reads "not present", which is the state the caller established (no region in
@@ -85,8 +93,12 @@
 
 mod entry;
 mod pool;
+mod users;
 
 pub(crate) use entry::{rights_removed, Pte, VA_BITS};
+#[cfg(all(test, not(loom)))]
+pub(crate) use users::USER_BITS;
+pub(crate) use users::{UserBit, UserMask};
 
 use crate::frames::Frame;
 use crate::sync::{fence, AtomicU64, Mutex, Ordering};
@@ -214,12 +226,29 @@ impl PageTables {
     /// excludes `free_tables` (it is memory-safe regardless).
     #[inline]
     pub(crate) fn lookup(&self, va: u64) -> Option<Pte> {
+        self.lookup_as(va, None)
+    }
+
+    /// [`PageTables::lookup`] for a walk whose result the caller may cache (a TLB fill under
+    /// the targeted shootdown policy): records `user` in the leaf's users mask before loading
+    /// the entry (`users.rs`). Nothing is recorded when no leaf covers `va`.
+    #[inline]
+    pub(crate) fn lookup_recorded(&self, va: u64, user: UserBit) -> Option<Pte> {
+        self.lookup_as(va, Some(user))
+    }
+
+    #[inline(always)]
+    fn lookup_as(&self, va: u64, user: Option<UserBit>) -> Option<Pte> {
         if va >> VA_BITS != 0 {
             return None;
         }
         let mut table = self.root();
         let mut level = LEVELS;
         loop {
+            if let (1, Some(user)) = (level, user) {
+                // Before the entry load below (the walker's half of `users.rs`'s protocol).
+                table.users.record(user);
+            }
             // Acquire: pairs with the Release CAS in `install` (the child table's zeroed
             // contents) and with the Release store of a PTE in `fill` (the frame's zeroes and
             // everything written before the fill).
@@ -485,8 +514,23 @@ impl PageTables {
     /// Zeroes every present leaf entry in `range` (under each leaf's lock) and pushes the
     /// frames they mapped onto `out`. The caller shoots down cached translations before it
     /// frees those frames.
+    #[cfg_attr(not(test), allow(dead_code))] // the designs use `clear_range_noting`
     pub(crate) fn clear_range(&self, range: Range<u64>, out: &mut Vec<Frame>) {
+        self.clear_range_noting(range, out, None);
+    }
+
+    /// [`PageTables::clear_range`], also ORing into `users` (when given) the users masks of
+    /// the leaves in which it cleared an entry, read after a SeqCst fence that follows the
+    /// clears (`users.rs`): every core that may still hold one of the removed translations has
+    /// its bit there. The caller excludes `free_tables` of `range` until it used `users`.
+    pub(crate) fn clear_range_noting(
+        &self,
+        range: Range<u64>,
+        out: &mut Vec<Frame>,
+        mut users: Option<&mut UserMask>,
+    ) {
         self.for_each_leaf(&range, &mut |leaf, first, last| {
+            let before = out.len();
             leaf.for_each_present(first, last, |i| {
                 // Relaxed (entries and bitmap): written only under the leaf lock we hold; a
                 // walker that reads the zero simply faults.
@@ -500,24 +544,44 @@ impl PageTables {
                 );
                 out.push(Pte::from_bits(e).frame());
             });
+            if let Some(users) = users.as_deref_mut().filter(|_| out.len() > before) {
+                leaf.users.collect_after_changes(users);
+            }
         });
     }
 
     /// Sets the protection of every present leaf entry in `range` to `prot` (under each leaf's
     /// lock). Returns whether any right was taken away (so a shootdown is needed).
     pub(crate) fn protect_range(&self, range: Range<u64>, prot: Prot) -> bool {
+        self.protect_range_noting(range, prot, None)
+    }
+
+    /// [`PageTables::protect_range`], also ORing into `users` (when given) the users masks of
+    /// the leaves in which it changed an entry, read after a SeqCst fence that follows the
+    /// changes (as in [`PageTables::clear_range_noting`]).
+    pub(crate) fn protect_range_noting(
+        &self,
+        range: Range<u64>,
+        prot: Prot,
+        mut users: Option<&mut UserMask>,
+    ) -> bool {
         let mut removed = false;
         self.for_each_leaf(&range, &mut |leaf, first, last| {
+            let mut changed = false;
             leaf.for_each_present(first, last, |i| {
                 // Relaxed load: written only under the leaf lock we hold.
                 let old = Pte::from_bits(leaf.entries[i].load(Ordering::Relaxed));
                 let new = old.with_prot(prot);
                 if new != old {
                     removed |= rights_removed(old.prot(), prot);
+                    changed = true;
                     // Release: like `fill`'s store; pairs with the Acquire load in `lookup`.
                     leaf.entries[i].store(new.bits(), Ordering::Release);
                 }
             });
+            if let Some(users) = users.as_deref_mut().filter(|_| changed) {
+                leaf.users.collect_after_changes(users);
+            }
         });
         removed
     }

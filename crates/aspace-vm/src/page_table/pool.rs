@@ -18,6 +18,7 @@
 //! Not for: what an entry means (`entry.rs`) or walking the tree (`mod.rs`).
 
 use super::entry::{ENTRIES, LEVELS};
+use super::users::LeafUsers;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
@@ -41,6 +42,10 @@ pub(super) struct Table {
     /// intermediate tables set right after the installing CAS, so exact whenever no fill is in
     /// flight in the table's range).
     pub(super) present: [AtomicU64; ENTRIES / 64],
+    /// Leaves only: the cores that may hold translations read from this table (`users.rs`), on
+    /// a cache line of its own (the table is 64-byte aligned), so that walkers reading it do not
+    /// share a line with the bitmap that fills write.
+    pub(super) users: LeafUsers,
 }
 
 impl Table {
@@ -66,6 +71,7 @@ impl Table {
             let table = Box::new(Table {
                 entries: std::array::from_fn(|_| AtomicU64::new(0)),
                 present: std::array::from_fn(|_| AtomicU64::new(0)),
+                users: LeafUsers::new(),
             });
             Some(NonNull::from(Box::leak(table)))
         }
@@ -92,9 +98,11 @@ impl Table {
         }
     }
 
-    /// Zeroes the entries named by the bitmap, then the bitmap. Only for an unlinked table in
-    /// which no fill can run (see `mod.rs`'s module doc for why walkers do not mind).
+    /// Zeroes the entries named by the bitmap, then the bitmap and the users record. Only for an
+    /// unlinked table in which no fill can run (see `mod.rs`'s module doc for why walkers do not
+    /// mind, and `users.rs` for a walker that records itself after this).
     pub(super) fn scrub(&self) {
+        self.users.reset();
         self.for_each_present(0, ENTRIES - 1, |i| {
             self.entries[i].store(0, Ordering::Relaxed);
         });

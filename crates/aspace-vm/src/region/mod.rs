@@ -35,7 +35,8 @@ pub(crate) mod plan;
 #[cfg(all(test, not(loom)))]
 mod skiplist_store;
 pub(crate) mod store;
-#[cfg(test)]
+// Not under loom: the stores' values hold loom atomics, which exist only inside a model.
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 use crate::types::{Prot, RegionInfo, Sharing};

@@ -333,7 +333,7 @@ pub(crate) struct BTreeStore {
 impl BTreeStore {
     /// Checks the store's invariants (tests): disjoint, sorted, non-empty, aligned, and no two
     /// adjacent regions that Linux would have merged.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn check(&self) {
         check_regions(self.iter());
     }
@@ -341,7 +341,7 @@ impl BTreeStore {
 
 /// The invariants of every store, checked over its regions in address order (tests): disjoint,
 /// sorted, non-empty, aligned, and no two adjacent regions that Linux would have merged.
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) fn check_regions(regions: impl Iterator<Item = Region>) {
     let mut prev: Option<Region> = None;
     for r in regions {
