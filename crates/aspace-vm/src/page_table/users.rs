@@ -54,7 +54,13 @@
 //! - **Shared bits** get no steady state: a bit seen set may come from another core of the class,
 //!   whose `FW` is sequenced after its RMW and is not ordered before this walker's `R` even by an
 //!   Acquire load (a Release RMW would order the RMW, not the fence after it). Those cores always
-//!   take the slow path (a fence and an RMW on a line that is normally already in the cache).
+//!   take the slow path: a fence and an RMW per TLB miss, on a line the other cores of the class
+//!   may also write (only spaces of more than `USER_BITS` cores have such cores).
+//!
+//! Also ordered by other fences, but not relied on: `begin_access`'s F2 (`shootdown.rs`) is a
+//! SeqCst fence after every earlier access's RMW, so a bit set in an earlier access is covered by
+//! it too; a bit set earlier in the *same* access (a multi-page access) is covered only by that
+//! walk's FW, which is why the steady state names FW.
 //!
 //! The loom models (`users/loom_tests.rs`) run a walker against a shooter on the real page
 //! tables and shootdown and fail when `FW` or `FS` is removed, when the walker records after
@@ -201,6 +207,7 @@ impl UserMask {
     pub(crate) fn cores_into(&self, max_cores: usize, out: &mut CoreSet) {
         out.clear();
         for w in 0..max_cores.div_ceil(64) {
+            #[allow(clippy::modulo_one)] // USER_WORDS is 1 under loom
             let mut bits = self.0[w % USER_WORDS];
             if w == max_cores / 64 {
                 bits &= (1 << (max_cores % 64)) - 1;

@@ -27,8 +27,8 @@
 //! - `loom_a_core_sharing_its_bit_takes_the_fenced_path`: cores 0 and 64 share bit 0 (64 bits
 //!   under loom); core 0 walks `A` while core 64, which sees the bit set, walks and reads `A`.
 //!
-//! Mutations, each applied to the real code and seen to fail (messages in the final report of
-//! the branch and below each name):
+//! Mutations, each applied to the real code and seen to fail with loom's "Causality violation:
+//! Concurrent read and write accesses" on the frame cell (the walker's read against the reuse):
 //! - FW removed from `LeafUsers::record` (first model): loom reports the walker's frame read
 //!   racing the shooter's reuse write (a causality violation on the frame cell);
 //! - FS removed from `LeafUsers::collect_after_changes` (first model): the same race;
