@@ -22,6 +22,7 @@ pub(crate) struct CoreCounters {
     tlb_misses: AtomicU64,
     /// Faults resolved by stage (the `interval` design's three; see `designs/interval.rs`).
     stages: [AtomicU64; 3],
+    shootdowns: AtomicU64,
     shootdown_targets: AtomicU64,
     shootdown_waits: AtomicU64,
 }
@@ -34,6 +35,7 @@ pub(crate) struct EventTotals {
     pub(crate) tlb_hits: u64,
     pub(crate) tlb_misses: u64,
     pub(crate) stages: [u64; 3],
+    pub(crate) shootdowns: u64,
     pub(crate) shootdown_targets: u64,
     pub(crate) shootdown_waits: u64,
 }
@@ -54,6 +56,7 @@ impl CoreCounters {
     /// One more shootdown round sent by this core.
     #[inline]
     pub(crate) fn add_round(&self, round: Round) {
+        Self::bump(&self.shootdowns);
         Self::add(&self.shootdown_targets, round.targets);
         Self::add(&self.shootdown_waits, round.waits);
     }
@@ -84,7 +87,7 @@ impl CoreCounters {
         self.tlb_misses.store(misses, Ordering::Relaxed);
     }
 
-    fn fields(&self) -> [&AtomicU64; 9] {
+    fn fields(&self) -> [&AtomicU64; 10] {
         [
             &self.faults,
             &self.fills,
@@ -93,13 +96,14 @@ impl CoreCounters {
             &self.stages[0],
             &self.stages[1],
             &self.stages[2],
+            &self.shootdowns,
             &self.shootdown_targets,
             &self.shootdown_waits,
         ]
     }
 
     fn read(&self) -> EventTotals {
-        let [faults, fills, tlb_hits, tlb_misses, s0, s1, s2, shootdown_targets, shootdown_waits] =
+        let [faults, fills, tlb_hits, tlb_misses, s0, s1, s2, shootdowns, shootdown_targets, shootdown_waits] =
             self.fields().map(|c| c.load(Ordering::Relaxed));
         EventTotals {
             faults,
@@ -107,6 +111,7 @@ impl CoreCounters {
             tlb_hits,
             tlb_misses,
             stages: [s0, s1, s2],
+            shootdowns,
             shootdown_targets,
             shootdown_waits,
         }
@@ -122,6 +127,7 @@ impl std::ops::AddAssign for EventTotals {
         for (t, s) in self.stages.iter_mut().zip(o.stages) {
             *t += s;
         }
+        self.shootdowns += o.shootdowns;
         self.shootdown_targets += o.shootdown_targets;
         self.shootdown_waits += o.shootdown_waits;
     }

@@ -121,8 +121,8 @@ impl AddressSpace {
         Stats {
             faults: events.faults,
             fills: events.fills,
-            shootdowns_sent: sh.shootdown.sent(),
-            shootdowns: sh.shootdown.sent(),
+            shootdowns_sent: events.shootdowns,
+            shootdowns: events.shootdowns,
             shootdown_targets: events.shootdown_targets,
             shootdown_waits: events.shootdown_waits,
             shootdowns_received: sh.shootdown.received(),

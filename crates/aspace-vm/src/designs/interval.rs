@@ -274,7 +274,9 @@ impl IntervalDesign {
         r
     }
 
-    /// Stage 1 of a fault (module doc): `None` when it must go on to stage 2.
+    /// Stage 1 of a fault (module doc): `Err(region)` when it must go on to stage 2, with the
+    /// range of the region it found (stage 2 locks around it instead of looking it up again:
+    /// whatever region contains `va` when stage 2 holds that range overlaps it, so it is held).
     #[inline]
     fn fault_lockless(
         &self,
@@ -282,18 +284,19 @@ impl IntervalDesign {
         core: &mut Core,
         va: u64,
         access: Access,
-    ) -> Option<Result<(), Fault>> {
+    ) -> Result<Result<(), Fault>, Range<u64>> {
         let Core { reader, cache, .. } = core;
         let guard = reader.read();
-        let Some((_, stored)) = self.map.query(va, &guard) else {
-            return Some(Err(Fault::Unmapped { addr: va }));
+        let Some((iv, stored)) = self.map.query(va, &guard) else {
+            return Ok(Err(Fault::Unmapped { addr: va }));
         };
         let attrs = stored.attrs();
         if !attrs.prot.allows(access) {
-            return Some(Err(Fault::Protection { addr: va }));
+            return Ok(Err(Fault::Protection { addr: va }));
         }
+        let region = iv.start..iv.end;
         if access == Access::Write && attrs.anon.is_none() && attrs.sharing == Sharing::Private {
-            return None;
+            return Err(region);
         }
         let page = va & !(PAGE_SIZE - 1);
         let filled = sh.tables.fill_checked(
@@ -308,32 +311,24 @@ impl IntervalDesign {
                 if new_frame {
                     sh.counters.of(core.id).bump_fills();
                 }
-                Some(Ok(()))
+                Ok(Ok(()))
             }
-            Ok(CheckedFill::NoLeaf | CheckedFill::Refused) => None,
-            Err(_) => Some(Err(Fault::OutOfMemory { addr: va })),
+            Ok(CheckedFill::NoLeaf | CheckedFill::Refused) => Err(region),
+            Err(_) => Ok(Err(Fault::OutOfMemory { addr: va })),
         }
     }
 
     /// Stage 2 of a fault (module doc), under LR.
+    /// `region` is the range of the region stage 1 found containing `va`.
     fn fault_in_window(
         &self,
         sh: &Shared,
         core: &mut Core,
         va: u64,
         access: Access,
+        region: Range<u64>,
     ) -> Result<(), Fault> {
-        let range = {
-            let guard = core.reader.read();
-            match self.map.query(va, &guard) {
-                Some((iv, _)) => iv.start..iv.end,
-                None => {
-                    sh.counters.of(core.id).bump_faults();
-                    return Err(Fault::Unmapped { addr: va });
-                }
-            }
-        };
-        self.in_window(sh, core, range, |sh, core, w| {
+        self.in_window(sh, core, region, |sh, core, w| {
             fault_locked(sh, core, w, va, access)
         })
     }
@@ -439,6 +434,23 @@ impl IntervalDesign {
             Placement::Fixed(a) | Placement::NoReplace(a) => Some((a, p)),
             _ => None,
         };
+        if let Placement::Hint(h) = req.placement {
+            if hint_fits(h, len, bounds) {
+                // The hint's range is checked under the window itself (no lock-free scan
+                // first): a free hint costs one window.
+                let _lw = self.lock.lw(idx);
+                let at_hint = MmapRequest {
+                    placement: Placement::NoReplace(h),
+                    ..req.clone()
+                };
+                match self.in_window(sh, core, h..h + len, |sh, core, w| {
+                    mmap_locked(sh, core, w, at_hint)
+                }) {
+                    Err(VmError::Exists) => {} // Taken: placed top-down below, as Linux does.
+                    r => return r,
+                }
+            }
+        }
         for _ in 0..PLACEMENT_TRIES {
             let _lw = self.lock.lw(idx);
             let (at, placement) = match req.placement {
@@ -543,15 +555,18 @@ impl DesignOps for IntervalDesign {
 
     #[inline]
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
-        if let Some(r) = self.fault_lockless(sh, core, va, access) {
-            let c = sh.counters.of(core.id);
-            c.bump_faults();
-            c.bump_stage(0);
-            return r;
-        }
+        let region = match self.fault_lockless(sh, core, va, access) {
+            Ok(r) => {
+                let c = sh.counters.of(core.id);
+                c.bump_faults();
+                c.bump_stage(0);
+                return r;
+            }
+            Err(region) => region,
+        };
         let r = {
             let _lr = self.lock.lr(core.id.index());
-            self.fault_in_window(sh, core, va, access)
+            self.fault_in_window(sh, core, va, access, region)
         };
         sh.counters.of(core.id).bump_stage(1);
         r
