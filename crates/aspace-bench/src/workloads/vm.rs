@@ -282,6 +282,7 @@ impl AspaceDriver {
     pub fn new(builder: Builder, name: &str, threads: usize) -> Result<AspaceDriver, BenchError> {
         let space = builder
             .memory(ASPACE_MEMORY)
+            .frame_batch(512)
             .max_cores(threads.max(1) + 1)
             .build()
             .map_err(|e| {
