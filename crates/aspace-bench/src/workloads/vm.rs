@@ -79,6 +79,9 @@ pub fn unmap_anchor<C: VmCore>(core: &mut C, addr: u64) {
 /// cost memory).
 pub const ASPACE_MEMORY: u64 = 1 << 30;
 
+/// Frames per batch between a core's cache and the pool in the benchmarks' spaces.
+pub const FRAME_BATCH: usize = 512;
+
 /// The baseline of every VM workload: the real kernel, as a multiple (`3.10x vs linux`).
 pub const BASELINE: Baseline = Baseline {
     design: "linux",
@@ -280,9 +283,13 @@ impl AspaceDriver {
     /// # Errors
     /// [`BenchError::InvalidArgument`] when the engine refuses the configuration.
     pub fn new(builder: Builder, name: &str, threads: usize) -> Result<AspaceDriver, BenchError> {
+        // Frames move between a core's cache and the pool in batches of 512 (a cache spills at
+        // twice that), a per-core working set like Linux's per-cpu page lists: with the engine's
+        // default of 64, `alloc-fault-modify`'s cycle of 512 frames took the pool's global lock
+        // 14 times per iteration, and that lock decided the 2-thread figure of every design.
         let space = builder
             .memory(ASPACE_MEMORY)
-            .frame_batch(512)
+            .frame_batch(FRAME_BATCH)
             .max_cores(threads.max(1) + 1)
             .build()
             .map_err(|e| {
