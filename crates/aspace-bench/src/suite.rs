@@ -7,9 +7,9 @@
 //! (`--update-pct 100`), 10,000 intervals per thread for the `ds-*` workloads, one writer for
 //! `readers-writers` and `--mmap-pct 10` for `fault-load`. The six VM workloads (`alloc`,
 //! `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load`) run `linux` and every
-//! `aspace_vm` design (`coarse` so far). That is 72 points x 3 repeats x 0.5 s, plus the
-//! solo-reader phases of `rcu-update` and the untimed set-up: about 130 s measured on two cores,
-//! under the three-minute budget (each further `aspace_vm` design adds 18 s).
+//! `aspace_vm` design (`coarse`, `interval`); `alloc` also runs the two `interval` breakdown
+//! variants (`interval-no-arenas`, `interval-atomic-counter`). Each further `aspace_vm` design
+//! adds 18 s of measurement to the roughly 130 s of the rest.
 //!
 //! Output: a progress bar while it runs, then `results/<UTC timestamp>/` (relative to the
 //! current directory) holding `results.csv`, `results.json` (an array of measurements), one SVG

@@ -216,8 +216,10 @@ impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
             });
         }
         let nodes = &self.nodes;
-        // SAFETY (loop): held nodes are alive and their intervals immutable.
-        let ends = |i: usize| unsafe { ((*nodes[i]).start, (*nodes[i]).end) };
+        let ends = |i: usize| {
+            // SAFETY: held nodes are alive and their intervals immutable.
+            unsafe { ((*nodes[i]).start, (*nodes[i]).end) }
+        };
         let mut pred = 0;
         for i in 1..nodes.len() {
             if ends(i).1 <= iv.start {

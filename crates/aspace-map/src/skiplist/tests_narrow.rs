@@ -4,7 +4,9 @@
 //! inside, leaving the released nodes (and their values) as they were.
 
 use super::SkipListMap;
-use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, PAGE_SIZE as P};
+use crate::contract::{
+    Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE as P,
+};
 use aspace_rcu::Domain;
 use std::ops::ControlFlow;
 
@@ -16,7 +18,7 @@ fn all(m: &SkipListMap<u64>) -> Vec<(Interval, u64)> {
     let r = m.domain().register();
     let g = r.read();
     let mut out = Vec::new();
-    m.visit(0..u64::MAX & !(P - 1), &g, &mut |iv, v| {
+    m.visit(0..KEY_SPACE_END, &g, &mut |iv, v| {
         out.push((iv, *v));
         ControlFlow::Continue(())
     })
@@ -43,7 +45,7 @@ fn narrow_releases_the_nodes_outside_and_swaps_only_inside() {
     for (s, e, v) in [(2, 4, 1), (5, 8, 2), (10, 12, 3), (14, 15, 4)] {
         m.map(s * P..e * P, Some(v)).unwrap();
     }
-    let mut l = m.lock_covering(1 * P..13 * P).unwrap();
+    let mut l = m.lock_covering(P..13 * P).unwrap();
     assert_eq!(l.range(), iv(1, 13));
     assert_eq!(l.intervals().count(), 3);
     // Out of the held range: refused, nothing released.

@@ -62,6 +62,9 @@ pub(crate) trait DesignOps: Send + Sync {
 
 /// Every implemented design.
 #[derive(Debug)]
+// One value per space, inside its `Arc`: the size difference costs nothing, a `Box` would cost
+// an indirection on every fault.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Designs {
     /// `coarse`: one space `RwLock`.
     Coarse(coarse::Coarse),
