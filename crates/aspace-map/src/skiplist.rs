@@ -248,6 +248,39 @@ impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
         Ok(())
     }
 
+    /// The intervals just outside the held ones, with their values: the held predecessor and
+    /// the level-0 successor of the last held node, each when it is an interval (not the head
+    /// or a separator). Both stay in the list, unchanged, while this lock is held: the
+    /// predecessor is held; the successor can only be removed or replaced by a swap holding its
+    /// predecessor, our last held node. So an address space reads its edit's neighbours here
+    /// (Linux's anon identity adoption looks at the adjacent regions).
+    #[allow(clippy::type_complexity)]
+    pub fn neighbours(&self) -> (Option<(Interval, &V)>, Option<(Interval, &V)>) {
+        let as_interval = |p: *mut Node<V>| {
+            // SAFETY: `p` is the held predecessor or the successor of the last held node: alive
+            // and unchanged while we hold the lock (the doc above); intervals and values of
+            // nodes in the list are immutable.
+            let n = unsafe { &*p };
+            n.is_interval().then(|| {
+                let iv = Interval {
+                    start: n.start,
+                    end: n.end,
+                };
+                (iv, n.value())
+            })
+        };
+        let prev = as_interval(self.nodes[0]);
+        let last = *self.nodes.last().expect("at least the predecessor");
+        // SAFETY: we hold `last`, so its level-0 link is stable (see `held_span`).
+        let succ = link::ptr::<V>(unsafe { (*last).load(0) });
+        let next = if succ.is_null() {
+            None
+        } else {
+            as_interval(succ)
+        };
+        (prev, next)
+    }
+
     /// The held interval nodes (not the predecessor, not separators), in order, with their
     /// values: every interval overlapping [`range`](Self::range), whole (a `swap` keeps the
     /// parts outside the range). Borrowed from the lock: held nodes are pinned (only their

@@ -23,14 +23,17 @@
 //!    region replaced (only an *overlapping* update aborts a fault, as the paper requires: a
 //!    fault never looks at edits of other regions). `Unmapped` and `Protection` are answered
 //!    here, linearized at the query.
-//! 2. **LR + the region's interval lock.** A fresh lookup gives the range to lock; the window
-//!    holds whatever region now contains the address and its neighbours, and the Linux fault
-//!    body (`fault_locked`: anon identity, table allocation, fill) runs on it.
+//! 2. **LR + the region's interval lock.** The window is taken around the range of the region
+//!    stage 1 found (plus a page each side): whatever region contains the address now overlaps
+//!    it, so it is held whole, and its adjacent neighbours are held or are the lock's borders
+//!    (its predecessor, held, and the successor of its last node, which nobody can change while
+//!    that node is held). The Linux fault body (`fault_locked`: anon identity adopted from an
+//!    adjacent neighbour, table allocation, fill) runs on the window.
 //!
 //! The paper's third stage (GR) serves faults that stage 2 cannot handle: file-backed memory of
 //! file systems not audited for the design. This engine has no such memory, and stage 2 holds
-//! every region and neighbour a fault can read, so it resolves every fault: there is no third
-//! stage (and no code for one). `Stats::fault_stages` counts faults per stage.
+//! the region and sees its neighbours (above), everything a fault reads, so it resolves every
+//! fault: there is no third stage (and no code for one). `Stats::fault_stages` counts faults per stage.
 //!
 //! **Why a stage-1 fill never installs a translation after an overlapping `munmap` or
 //! `mprotect` returned.** The editor marks each region it replaces or removes and executes a
@@ -378,7 +381,9 @@ impl IntervalDesign {
         let start = {
             let _lw = self.lock.lw(idx);
             if self.count.try_add(idx, 1).is_err() {
-                return Some(Err(VmError::OutOfMemory(Limit::MapCount)));
+                // At the limit a placement that merges adds no region (Linux's top-down
+                // choice next to a compatible mapping): the window's exact count decides.
+                return None;
             }
             // Everything about the region is set before the CAS publishes it. A store keyed
             // by interval does not use the value's own start.

@@ -1,5 +1,7 @@
 //! Loom models of the `interval` design's lock-free fault (stage 1) against an overlapping edit,
-//! on the real `PageTables` and `StoredRegion` (`--cfg loom`).
+//! on the real `PageTables` and `StoredRegion` (`--cfg loom`): against `munmap`, against
+//! `mprotect`, with the leaf installed by a third core behind the editor's walk, and against the
+//! freeing of the fault's page tables while it holds the leaf lock.
 //!
 //! The fault runs `PageTables::fill_checked` with the region's `is_replaced` check, as
 //! `IntervalDesign::fault_lockless` does; the editor marks the region replaced and then clears
@@ -17,7 +19,11 @@
 //!   two pass, as they should (the leaf lock orders them). The protocol uses fences rather than
 //!   `SeqCst` loads and stores because loom models `SeqCst` accesses only as acquire/release
 //!   (with `SeqCst` walk loads and mark instead, the third model failed though the C++ model
-//!   allows the argument).
+//!   allows the argument);
+//! - `PageTables::collect` reading a freed level-2 table's leaf entries with a plain load instead
+//!   of unlinking each (waiting out a lock holder): the fourth model aborts ("double free or
+//!   corruption": the fault's unlock stored the leaf back into the freed table, which then
+//!   handed the same leaf out twice).
 //!
 //! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release -p aspace-vm --lib interval`.
@@ -152,5 +158,57 @@ fn loom_stage1_fill_sees_the_mark_when_the_leaf_appears_behind_the_munmaps_walk(
             None,
             "a lock-free fault filled a leaf the munmap's walk had not found"
         );
+    });
+}
+
+#[test]
+fn loom_stage1_fill_holding_a_leaf_lock_never_leaves_the_leaf_in_a_freed_table() {
+    model(|| {
+        let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
+        let pt = Arc::new(PageTables::new());
+        let r = Arc::new(region());
+        let (x, y) = (Frame::from_index(1), Frame::from_index(2));
+        // The region's first page is mapped (so the leaf exists); a fault fills the second
+        // while the munmap of the whole region clears and frees every table.
+        pt.fill(A, Prot::READ_WRITE, || Some(x)).unwrap();
+        let reader = domain.register();
+        let fault = {
+            let (pt, r) = (Arc::clone(&pt), Arc::clone(&r));
+            thread::spawn(move || {
+                let _guard = reader.read();
+                pt.fill_checked(
+                    B,
+                    Prot::READ_WRITE,
+                    Access::Write,
+                    || !r.is_replaced(),
+                    || Some(y),
+                )
+                .expect("a frame is always given")
+            })
+        };
+        r.mark_replaced();
+        let mut freed = Vec::new();
+        pt.clear_range(A..B + PAGE_SIZE, &mut freed);
+        pt.free_tables(0..1 << 47, &domain);
+        let outcome = fault.join().unwrap();
+        if outcome == (CheckedFill::Filled { new_frame: true }) {
+            assert!(
+                freed.contains(&y),
+                "the fault's frame was freed by the munmap"
+            );
+        }
+        assert_eq!(pt.table_count(), 1);
+        domain.barrier();
+        // The freed tables are reused for another address with the same lower indices: each
+        // must come back empty (a lock holder's unlock must not have stored the leaf back into
+        // a freed table, or this fill would find a stale leaf and install fewer tables).
+        let far = B + (1 << 39);
+        pt.fill(far, Prot::READ, || Some(x)).unwrap();
+        assert_eq!(
+            pt.table_count(),
+            4,
+            "the reused level-2 table came back with a stale leaf entry"
+        );
+        assert_eq!(pt.lookup(far - PAGE_SIZE), None);
     });
 }

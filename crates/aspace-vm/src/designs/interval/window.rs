@@ -55,6 +55,10 @@ pub(crate) struct Window<'m> {
     span: Range<u64>,
     /// The regions of the window, sorted.
     pieces: Vec<Piece>,
+    /// The regions just outside the held ones (the lock's predecessor and the successor of
+    /// its last node), read-only: only adjacency lookups see them (a first write adopts a
+    /// neighbour's anon identity), edits never reach them.
+    borders: [Option<Piece>; 2],
     /// The span of what edits changed (`None`: nothing changed).
     changed: Option<Range<u64>>,
     /// `old.len()` of the last `read_window` (what the next `reserve` compares with).
@@ -89,19 +93,20 @@ impl<'m> Window<'m> {
             .lock_covering(lo..hi)
             .expect("page-aligned ranges inside the key space");
         let span = locked.stable_span();
-        let pieces = locked
-            .intervals()
-            .map(|(iv, v)| Piece {
-                start: iv.start,
-                end: iv.end,
-                value: Value::Held(v),
-            })
-            .collect();
+        let piece = |(iv, v): (Interval, &StoredRegion)| Piece {
+            start: iv.start,
+            end: iv.end,
+            value: Value::Held(v),
+        };
+        let pieces = locked.intervals().map(piece).collect();
+        let (prev, next) = locked.neighbours();
+        let borders = [prev.map(piece), next.map(piece)];
         Window {
             map,
             locked: Some(locked),
             span,
             pieces,
+            borders,
             changed: None,
             old_len: Cell::new(0),
             released: 0,
@@ -192,15 +197,25 @@ impl RegionStore for Window<'_> {
             .map(|i| self.region_ref(&self.pieces[i]))
     }
 
+    /// The next region may be the border after the held ones.
     fn lookup_with_next(&self, addr: u64) -> Option<(RegionRef<'_>, Option<RegionRef<'_>>)> {
         let i = self.index_of(addr)?;
-        let next = self.pieces.get(i + 1).map(|p| self.region_ref(p));
+        let next = self
+            .pieces
+            .get(i + 1)
+            .or(self.borders[1].as_ref())
+            .map(|p| self.region_ref(p));
         Some((self.region_ref(&self.pieces[i]), next))
     }
 
+    /// The previous region may be the border before the held ones.
     fn adjacent_prev(&self, r: &RegionRef<'_>) -> Option<Region> {
         let i = self.pieces.partition_point(|p| p.end < r.start());
-        let p = self.pieces.get(i)?;
+        let p = self
+            .pieces
+            .get(i)
+            .filter(|p| p.end == r.start())
+            .or(self.borders[0].as_ref())?;
         (p.end == r.start()).then(|| self.region(p))
     }
 
@@ -321,6 +336,16 @@ impl RegionStore for Window<'_> {
         let (Some(lo), Some(hi)) = (lo, hi) else {
             return Ok(());
         };
+        // What the commit must replace: the regions removed or added, not the neighbours that
+        // come back unchanged (they keep their nodes).
+        let gone = old.iter().filter(|o| !new.contains(o));
+        let added = new.iter().filter(|n| !old.contains(n));
+        let moved = || gone.clone().chain(added.clone());
+        let (Some(c_lo), Some(c_hi)) =
+            (moved().map(|r| r.start).min(), moved().map(|r| r.end).max())
+        else {
+            return Ok(()); // Nothing changed.
+        };
         let first = self.pieces.partition_point(|p| p.end <= lo);
         let last = self.pieces.partition_point(|p| p.start < hi);
         let removed: Vec<Piece> = self.pieces.drain(first..last).collect();
@@ -355,8 +380,8 @@ impl RegionStore for Window<'_> {
         }
         self.pieces.splice(first..first, replacement);
         self.changed = Some(match self.changed.take() {
-            Some(c) => c.start.min(lo)..c.end.max(hi),
-            None => lo..hi,
+            Some(c) => c.start.min(c_lo)..c.end.max(c_hi),
+            None => c_lo..c_hi,
         });
         Ok(())
     }
