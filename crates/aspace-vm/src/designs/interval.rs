@@ -62,7 +62,8 @@
 //! is Linux's (hint, else top-down over the whole range), chosen by a lock-free scan and taken
 //! as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice taken by a concurrent call
 //! is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW, under which the scan is
-//! exact (no LW holder runs) and cannot lose.
+//! exact (no LW holder runs) and cannot lose. An arena claim refused by the region limit also
+//! goes this way: a placement next to a compatible mapping merges and adds no region.
 //!
 //! # Modify (§5.4)
 //!
