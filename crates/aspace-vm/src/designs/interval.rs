@@ -33,7 +33,8 @@
 //! The paper's third stage (GR) serves faults that stage 2 cannot handle: file-backed memory of
 //! file systems not audited for the design. This engine has no such memory, and stage 2 holds
 //! the region and sees its neighbours (above), everything a fault reads, so it resolves every
-//! fault: there is no third stage (and no code for one). `Stats::fault_stages` counts faults per stage.
+//! fault: there is no third stage (and no code for one). `Stats::fault_stages` counts faults
+//! per stage.
 //!
 //! **Why a stage-1 fill never installs a translation after an overlapping `munmap` or
 //! `mprotect` returned.** The editor marks each region it replaces or removes and executes a
@@ -48,7 +49,8 @@
 //! A leaf the editor frees afterwards is unlinked by waiting out its lock holder
 //! (`PageTables::collect`), and the fault's RCU read section keeps it from reuse. The loom
 //! models (`interval/loom_tests.rs`) run the fault against `munmap` and `mprotect` on the real
-//! page-table code, including a third core installing the leaf behind the editor's walk.
+//! page-table code, including a third core installing the leaf behind the editor's walk and the
+//! `munmap` freeing the tables of a leaf whose lock the fault holds.
 //!
 //! # Alloc (§5.3)
 //!
@@ -59,8 +61,9 @@
 //! node when it appears, so Linux's merge of adjacent anonymous mappings never applies at that
 //! point and `maps()` stays what Linux would show for the same addresses. When the arena is full
 //! (or arenas are off, or the mapping is shared: its shmem offset needs its address), placement
-//! is Linux's (hint, else top-down over the whole range), chosen by a lock-free scan and taken
-//! as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice taken by a concurrent call
+//! is Linux's: the hint, tried under its window; else top-down over the whole range, chosen by
+//! a lock-free scan and taken as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice
+//! taken by a concurrent call
 //! is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW, under which the scan is
 //! exact (no LW holder runs) and cannot lose. An arena claim refused by the region limit also
 //! goes this way: a placement next to a compatible mapping merges and adds no region.

@@ -7,14 +7,19 @@
 //! operation can insert into them). Lookups answer from the held regions; an edit (the plan's
 //! `replace_window`) changes only the window's own list, after marking every region it replaces
 //! or removes as replaced (`StoredRegion::mark_replaced`, the signal a lock-free fault checks
-//! under the leaf lock). [`Window::commit`] publishes the final list with one skiplist `swap`
-//! at the end of the call, so the body's later steps (clearing page tables, freeing the tables
+//! under the leaf lock). [`Window::commit`] publishes what changed with one skiplist `swap` of
+//! that span alone (`SkipLocked::narrow` first releases the held regions that come back
+//! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing the tables
 //! of the widened gap, the shootdown, `MAP_POPULATE`) all run while the range is still held:
 //! no Alloc can put a region into a gap whose tables are being freed.
 //!
 //! Regions of the window that an edit did not touch stay the skiplist's own values (a first
 //! write fault under the window sets the anon identity in the real node); new ones are values
-//! of the window until the commit moves them into new nodes.
+//! of the window until the commit moves them into new nodes. The regions just outside the held
+//! ones (the lock's predecessor and the successor of its last node: `SkipLocked::neighbours`,
+//! unchangeable while held) are read-only *borders*: adjacency lookups see them, so a first
+//! write adopts a neighbour's anon identity as Linux does even when the neighbour lies outside
+//! the locked range; edits never reach them.
 //!
 //! Counting: `reserve` takes the regions an edit adds from the design's limit counter before
 //! anything changes (refused: `ENOMEM`, nothing changed); regions an edit removes are given
