@@ -260,14 +260,7 @@ impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
             // SAFETY: `p` is the held predecessor or the successor of the last held node: alive
             // and unchanged while we hold the lock (the doc above); intervals and values of
             // nodes in the list are immutable.
-            let n = unsafe { &*p };
-            n.is_interval().then(|| {
-                let iv = Interval {
-                    start: n.start,
-                    end: n.end,
-                };
-                (iv, n.value())
-            })
+            interval_of(unsafe { &*p })
         };
         let prev = as_interval(self.nodes[0]);
         let last = *self.nodes.last().expect("at least the predecessor");
@@ -290,16 +283,20 @@ impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
             // SAFETY: a held node stays allocated while we hold it (Lemma B.1, `lock.rs`), and
             // `&self` keeps the lock held (a `swap` consumes it, a drop releases it) for the
             // borrow; its interval and value are immutable.
-            let n = unsafe { &*p };
-            n.is_interval().then(|| {
-                let iv = Interval {
-                    start: n.start,
-                    end: n.end,
-                };
-                (iv, n.value())
-            })
+            interval_of(unsafe { &*p })
         })
     }
+}
+
+/// The interval and value of `n` if it is an interval node (not the head or a separator).
+fn interval_of<V>(n: &Node<V>) -> Option<(Interval, &V)> {
+    n.is_interval().then(|| {
+        let iv = Interval {
+            start: n.start,
+            end: n.end,
+        };
+        (iv, n.value())
+    })
 }
 
 /// The stable span of held nodes (see [`SkipLocked::stable_span`]).
