@@ -45,6 +45,15 @@ impl Design {
         }
     }
 
+    /// The shootdown policy the design uses: `Targeted` for a design that records page-table
+    /// users; tests may override it per space (`Builder::shootdown_policy`).
+    pub(crate) fn shootdown_policy(self) -> ShootdownPolicy {
+        match self {
+            Design::Coarse => ShootdownPolicy::Broadcast,
+            Design::Interval => ShootdownPolicy::Targeted,
+        }
+    }
+
     /// The design called `name`.
     pub fn from_name(name: &str) -> Option<Design> {
         Design::ALL.iter().copied().find(|d| d.name() == name)
@@ -185,7 +194,7 @@ impl Config {
 #[derive(Clone, Debug, Default)]
 pub struct Builder {
     config: Config,
-    /// The shootdown policy when not the design's own (tests; `ShootdownPolicy::of`).
+    /// The shootdown policy when not the design's own (tests; `Design::shootdown_policy`).
     shootdown: Option<ShootdownPolicy>,
 }
 
@@ -250,7 +259,7 @@ impl Builder {
         &self.config
     }
 
-    /// Overrides the design's shootdown policy (`ShootdownPolicy::of`): for a design under
+    /// Overrides the design's shootdown policy (`Design::shootdown_policy`): for a design under
     /// construction and for tests that run a design under the other policy.
     pub(crate) fn shootdown_policy(mut self, policy: ShootdownPolicy) -> Self {
         self.shootdown = Some(policy);
@@ -268,7 +277,7 @@ impl Builder {
     /// The shootdown policy the space will use.
     pub(crate) fn policy(&self) -> ShootdownPolicy {
         self.shootdown
-            .unwrap_or_else(|| ShootdownPolicy::of(self.config.design))
+            .unwrap_or_else(|| self.config.design.shootdown_policy())
     }
 
     /// The configuration, validated (`Builder::build`, in `space.rs`, makes the space of it).

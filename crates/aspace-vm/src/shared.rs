@@ -60,7 +60,7 @@ pub(crate) struct Shared {
     /// The shootdown slots, one per attached core.
     pub(crate) shootdown: Shootdown,
     /// Whom `munmap`/`mprotect`/`madvise` shoot down: every core, or only those recorded in
-    /// the changed leaf tables (fixed at build: the design's, `ShootdownPolicy::of`).
+    /// the changed leaf tables (fixed at build: the design's, `Design::shootdown_policy`).
     pub(crate) shootdown_policy: ShootdownPolicy,
     /// Reclaims page tables after a grace period; each core holds a reader.
     pub(crate) domain: aspace_rcu::Domain,

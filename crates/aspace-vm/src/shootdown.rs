@@ -230,17 +230,6 @@ pub(crate) enum ShootdownPolicy {
     Targeted,
 }
 
-impl ShootdownPolicy {
-    /// The policy `design` uses. A design that records page-table users chooses `Targeted`
-    /// here; tests may override it per space (`Builder::shootdown_policy`).
-    pub(crate) fn of(design: crate::config::Design) -> ShootdownPolicy {
-        match design {
-            crate::config::Design::Coarse => ShootdownPolicy::Broadcast,
-            crate::config::Design::Interval => ShootdownPolicy::Targeted,
-        }
-    }
-}
-
 /// Which cores a shootdown targets.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Targets<'a> {

@@ -29,15 +29,28 @@
 //!
 //! Not for: arena selection and hints (the facade).
 
-use super::hint::hint_gap_min;
 use super::link::{pack, unpack, Tag};
 use super::lock::unlock_node;
 use super::node::{Kind, Node, MAX_HEIGHT};
 use super::raw::{spin_wait, RawSkipList};
 use super::traverse::Position;
-use crate::contract::KEY_SPACE_END;
+use crate::contract::{KEY_SPACE_END, PAGE_SIZE};
 use crate::sync::Ordering;
 use std::ptr::null_mut;
+
+/// The shortest gap that a padded claim (`len >= PAGE_SIZE`, `pad >= PAGE_SIZE`) can use: the
+/// padded hint skips only gaps shorter than this (see `hint.rs`'s module doc).
+pub(crate) const PADDED_GAP_MIN: u64 = 3 * PAGE_SIZE;
+
+/// The threshold of the hint a search with this `pad` uses: its walk advances the hint to the
+/// first gap of at least this many bytes (1 for unpadded searches: any free page).
+pub(crate) fn hint_gap_min(pad: u64) -> u64 {
+    if pad == 0 {
+        1
+    } else {
+        PADDED_GAP_MIN
+    }
+}
 
 /// What `alloc_insert` did.
 #[derive(Debug, PartialEq, Eq)]

@@ -43,7 +43,7 @@
 //! `retreat`:
 //!
 //! > every gap of the arena (clipped to its bounds) that *ends* at or below the padded hint is
-//! > shorter than [`PADDED_GAP_MIN`] (three pages: `len + 2 * pad` for the smallest `len` and
+//! > shorter than [`PADDED_GAP_MIN`](super::alloc::PADDED_GAP_MIN) (three pages: `len + 2 * pad` for the smallest `len` and
 //! > `pad`, so no padded claim fits in such a gap).
 //!
 //! A padded search starts at the predecessor of the hint and evaluates the gap there with its
@@ -62,7 +62,7 @@
 //! hint only and padded ones the padded hint only; each kind shrinks the other's gaps, which
 //! keeps both invariants.
 //!
-//! The threshold of each hint is [`hint_gap_min`]: a search advances its hint to the first gap
+//! The threshold of each hint is [`hint_gap_min`](super::alloc::hint_gap_min): a search advances its hint to the first gap
 //! of at least that many bytes it saw (one byte for the free hint: any free page).
 //!
 //! Not for: arena layout and separators (`arena.rs`), the claim itself (`alloc.rs`).
@@ -71,7 +71,9 @@ use super::alloc::AllocOutcome;
 use super::arena::ArenaLayout;
 use super::node::Node;
 use super::raw::RawSkipList;
-use crate::contract::{Interval, PAGE_SIZE};
+use crate::contract::Interval;
+#[cfg(not(test))]
+use crate::contract::PAGE_SIZE;
 use crate::sync::{AtomicU64, Ordering};
 
 /// The version bits of a hint word (the page offset bits of its address). Tests shrink it to 2
@@ -80,20 +82,6 @@ use crate::sync::{AtomicU64, Ordering};
 pub(crate) const VERSION_MASK: u64 = PAGE_SIZE - 1;
 #[cfg(test)]
 pub(crate) const VERSION_MASK: u64 = 3;
-
-/// The shortest gap that a padded claim (`len >= PAGE_SIZE`, `pad >= PAGE_SIZE`) can use: the
-/// padded hint skips only gaps shorter than this (see the module doc).
-pub(crate) const PADDED_GAP_MIN: u64 = 3 * PAGE_SIZE;
-
-/// The threshold of the hint a search with this `pad` uses: its walk advances the hint to the
-/// first gap of at least this many bytes (1 for unpadded searches: any free page).
-pub(crate) fn hint_gap_min(pad: u64) -> u64 {
-    if pad == 0 {
-        1
-    } else {
-        PADDED_GAP_MIN
-    }
-}
 
 /// An arena's two hints (written by the same allocating threads, so one cache line).
 pub(crate) struct ArenaHints {

@@ -7,7 +7,7 @@
 //! closed set of implementations, an enum so that dispatch is a `match` the compiler inlines
 //! (no virtual call on the fault path). A new design (`faultlock`, `hybrid`, `bonsai`, `radix`,
 //! `interval`) adds a file here, a variant to [`Designs`] and to `config::Design`, and its
-//! shootdown policy (broadcast or targeted) to `ShootdownPolicy::of` (`shootdown.rs`).
+//! shootdown policy (broadcast or targeted) to `Design::shootdown_policy` (`config.rs`).
 //!
 //! A design is a **lock policy** over shared parts: it owns a region store
 //! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`
