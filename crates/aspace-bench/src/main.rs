@@ -15,6 +15,7 @@
 //! a message naming the valid choices, and exit status 2.
 
 use aspace_bench::harness::{run_points, Point};
+use aspace_bench::limits::{check_duration_ms, check_repeat, check_threads, MAX_THREADS};
 use aspace_bench::report::table;
 use aspace_bench::workloads::{self, resolve_designs};
 use aspace_bench::{suite, BenchError, Config};
@@ -53,13 +54,13 @@ struct BenchArgs {
     /// Comma-separated designs (default: all of the workload's designs).
     #[arg(long, value_delimiter = ',')]
     designs: Vec<String>,
-    /// Comma-separated thread counts.
+    /// Comma-separated thread counts, each 1..=1024.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     threads: Vec<usize>,
-    /// Measured milliseconds per repeat.
+    /// Measured milliseconds per repeat, 1..=60000.
     #[arg(long, default_value_t = 500)]
     duration_ms: u64,
-    /// Repeats per point (median and range are reported).
+    /// Repeats per point, 1..=1000 (median and range are reported).
     #[arg(long, default_value_t = 5)]
     repeat: usize,
     /// Print one JSON object per measurement per line, nothing else.
@@ -68,7 +69,8 @@ struct BenchArgs {
     /// rcu-update: percentage of operations that update (100 = one updater + readers).
     #[arg(long)]
     update_pct: Option<u32>,
-    /// ds-*: intervals per thread.
+    /// ds-*: intervals per thread (at least 1; the maximum, what fits in an arena, is named when
+    /// exceeded).
     #[arg(long, default_value_t = 10_000)]
     intervals: usize,
     /// readers-writers: how many of the threads (the last ones) write; needs threads > writers.
@@ -94,20 +96,14 @@ struct BenchPlan {
 fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
     let workload = workloads::find(&args.workload)?;
     let designs = resolve_designs(workload, Some(&args.designs))?;
-    if args.threads.is_empty() || args.threads.contains(&0) {
-        return Err(BenchError::InvalidArgument(
-            "--threads needs thread counts of at least 1".into(),
-        ));
-    }
-    if args.duration_ms == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--duration-ms must be at least 1".into(),
-        ));
-    }
-    if args.repeat == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--repeat must be at least 1".into(),
-        ));
+    check_threads(&args.threads)?;
+    check_duration_ms(args.duration_ms)?;
+    check_repeat(args.repeat)?;
+    if args.writers >= MAX_THREADS {
+        return Err(BenchError::InvalidArgument(format!(
+            "--writers must be below {MAX_THREADS} (the --threads limit), got {}",
+            args.writers
+        )));
     }
     let update_pct = args.update_pct.unwrap_or(100);
     if update_pct > 100 {

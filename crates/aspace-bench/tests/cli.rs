@@ -151,3 +151,78 @@ fn table_output_shows_ratios_to_the_baseline_and_scaling() {
     assert!(text.contains("% of none"), "{text}");
     assert!(text.contains("vs 1T"), "{text}");
 }
+
+/// Runs `aspace bench <args>` and checks it was refused the way a user should see it: exit
+/// status 2, an `error:` line on stderr naming `option`, and no panic or abort.
+fn assert_refused(args: &[&str], option: &str) {
+    let out = aspace(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    assert!(
+        err.contains(option),
+        "{args:?} does not name {option}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+}
+
+#[test]
+fn out_of_range_numbers_are_refused_with_status_2_never_a_panic() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "local", "--threads", "100000"], "--threads"),
+        (&["bench", "rcu-read", "--threads", "1,1025"], "--threads"),
+        (&["bench", "rcu-read", "--threads", "0"], "--threads"),
+        (
+            &["bench", "rcu-read", "--duration-ms", "60001"],
+            "--duration-ms",
+        ),
+        (
+            &["bench", "rcu-read", "--duration-ms", "0"],
+            "--duration-ms",
+        ),
+        (&["bench", "rcu-read", "--repeat", "1001"], "--repeat"),
+        (&["bench", "rcu-read", "--repeat", "0"], "--repeat"),
+        (
+            &["bench", "rcu-update", "--update-pct", "101"],
+            "--update-pct",
+        ),
+        (
+            &["bench", "rcu-update", "--update-rate", "0"],
+            "--update-rate",
+        ),
+        (&["bench", "fault-load", "--mmap-pct", "101"], "--mmap-pct"),
+        (&["bench", "ds-map", "--intervals", "0"], "--intervals"),
+        (
+            &["bench", "ds-map", "--intervals", "1000000000000"],
+            "--intervals",
+        ),
+        (
+            &[
+                "bench",
+                "readers-writers",
+                "--writers",
+                "18446744073709551615",
+            ],
+            "--writers",
+        ),
+        (
+            &["bench", "readers-writers", "--writers", "1024"],
+            "--writers",
+        ),
+    ];
+    for (args, option) in cases {
+        assert_refused(args, option);
+    }
+}
+
+#[test]
+fn bench_help_states_the_limits() {
+    let out = aspace(&["bench", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for limit in ["1..=1024", "1..=60000", "1..=1000"] {
+        assert!(text.contains(limit), "{limit} missing from:\n{text}");
+    }
+}
