@@ -1,7 +1,8 @@
 //! The `aspace` command line; everything else lives in the `aspace_bench` library.
 //!
-//! - `aspace`: the default suite (every workload and design at 1 and 2 threads, progress bar,
-//!   results directory under `results/`, summary table);
+//! - `aspace [--threads 1,2] [--quick] [--only w1,w2]`: the default suite (every workload and
+//!   design at 1 and 2 threads, a progress bar on a terminal or one line per point otherwise,
+//!   results directory under `results/` updated after every point, summary table);
 //! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
 //!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P]`: one workload;
 //!   `--json` prints exactly one JSON object per measurement per line on stdout and nothing else
@@ -16,11 +17,12 @@
 
 use aspace_bench::harness::{run_points, Point};
 use aspace_bench::limits::{check_duration_ms, check_repeat, check_threads, MAX_THREADS};
-use aspace_bench::report::table;
+use aspace_bench::report::{progress_line, table};
+use aspace_bench::suite::SuiteOptions;
 use aspace_bench::workloads::{self, resolve_designs};
 use aspace_bench::{suite, BenchError, Config};
 use clap::{Args, Parser, Subcommand};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -33,10 +35,32 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Benchmarks of scalable concurrent address-space building blocks.
 #[derive(Parser, Debug)]
-#[command(name = "aspace", version, about)]
+#[command(
+    name = "aspace",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    after_help = "With no command, `aspace` runs the default suite: every workload and design \
+                  (see `aspace list`) at 1 and 2 threads, 500 ms x 3 repeats per point (about \
+                  2.5 minutes). It prints one line per measured point when its output is not a \
+                  terminal (a progress bar otherwise), then a summary table, and writes \
+                  results/<UTC timestamp>/ relative to the current directory: results.csv and \
+                  results.json (updated after every point, so an interrupted run keeps what it \
+                  measured), one SVG plot per workload and index.html."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Default suite: comma-separated thread counts, each 1..=1024 (default: 1,2).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Default suite: 100 ms x 1 repeat per point instead of 500 ms x 3 (a smoke run, not a
+    /// measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Default suite: run only these comma-separated workloads (see `aspace list`).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -163,22 +187,15 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
 fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let plan = plan(args)?;
     let stdout = std::io::stdout();
-    let mut json_err = None;
     let ms = run_points(&plan.points, &plan.config, plan.repeat, plan.json, |m| {
         if plan.json {
-            match m.to_json_line() {
-                Ok(line) => {
-                    let mut out = stdout.lock();
-                    let _ = writeln!(out, "{line}");
-                    let _ = out.flush();
-                }
-                Err(e) => json_err = Some(e),
-            }
+            let line = m.to_json_line()?;
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
         }
+        Ok(())
     })?;
-    if let Some(e) = json_err {
-        return Err(e.into());
-    }
     if !plan.json {
         print!("{}", table(&ms));
     }
@@ -204,8 +221,32 @@ fn list() {
     }
 }
 
-fn default_suite() -> Result<(), BenchError> {
-    let (dir, ms) = suite::run(std::path::Path::new("results"))?;
+fn default_suite(cli: &Cli) -> Result<(), BenchError> {
+    let mut opts = SuiteOptions::default();
+    if !cli.threads.is_empty() {
+        opts.threads = cli.threads.clone();
+    }
+    opts.only = cli.only.clone();
+    if cli.quick {
+        opts = opts.quick();
+    }
+    // Refuse bad options before creating the results directory.
+    suite::points_for(&opts)?;
+    let dir = suite::results_dir(std::path::Path::new("results"));
+    // The progress bar is drawn only when stderr is a terminal; whenever that bar is not what
+    // the user sees (stderr or stdout redirected), print one line per measured point instead.
+    let lines = !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal());
+    if lines {
+        println!("writing results to {}", dir.display());
+    }
+    let ms = suite::run(&dir, &opts, |m| {
+        if lines {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", progress_line(m));
+            let _ = out.flush();
+        }
+        Ok(())
+    })?;
     print!("{}", table(&ms));
     println!("results written to {}", dir.display());
     Ok(())
@@ -214,7 +255,7 @@ fn default_suite() -> Result<(), BenchError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        None => default_suite(),
+        None => default_suite(&cli),
         Some(Command::List) => {
             list();
             Ok(())
