@@ -78,7 +78,7 @@ struct BenchArgs {
     /// Comma-separated designs (default: all of the workload's designs).
     #[arg(long, value_delimiter = ',')]
     designs: Vec<String>,
-    /// Comma-separated thread counts, each 1..=1024.
+    /// Comma-separated thread counts, each 1..=1024 (the VM workloads: 1..=64).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     threads: Vec<usize>,
     /// Measured milliseconds per repeat, 1..=60000.
@@ -156,6 +156,13 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
     }
     if workload.name().starts_with("ds-") {
         workloads::arena::check_intervals(&config)?;
+    }
+    let max_threads = workload.max_threads();
+    if let Some(&t) = args.threads.iter().find(|&&t| t > max_threads) {
+        return Err(BenchError::InvalidArgument(format!(
+            "{} runs at most {max_threads} threads, got --threads {t}",
+            workload.name()
+        )));
     }
     let min_threads = workload.min_threads(&config);
     if let Some(&t) = args.threads.iter().find(|&&t| t < min_threads) {

@@ -113,7 +113,7 @@ pub fn points() -> Vec<Point<'static>> {
 
 /// Every (workload, design, threads) point of the suite with `opts`, in report order; thread
 /// counts below a workload's [`Workload::min_threads`](crate::workload::Workload::min_threads)
-/// are skipped. Refuses thread counts outside the limits, an unknown `--only` workload, and
+/// or above its [`Workload::max_threads`](crate::workload::Workload::max_threads) are skipped. Refuses thread counts outside the limits, an unknown `--only` workload, and
 /// options that leave no point to measure.
 pub fn points_for(opts: &SuiteOptions) -> Result<Vec<Point<'static>>, BenchError> {
     check_threads(&opts.threads)?;
@@ -130,7 +130,7 @@ pub fn points_for(opts: &SuiteOptions) -> Result<Vec<Point<'static>>, BenchError
         }
         for &design in w.designs() {
             for &threads in &opts.threads {
-                if threads < w.min_threads(&config) {
+                if threads < w.min_threads(&config) || threads > w.max_threads() {
                     continue;
                 }
                 out.push(Point {
@@ -143,7 +143,7 @@ pub fn points_for(opts: &SuiteOptions) -> Result<Vec<Point<'static>>, BenchError
     }
     if out.is_empty() {
         return Err(BenchError::InvalidArgument(format!(
-            "--threads {:?} leaves nothing to run: every selected workload needs more threads",
+            "--threads {:?} leaves nothing to run: no selected workload runs at those counts",
             opts.threads
         )));
     }

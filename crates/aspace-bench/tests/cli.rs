@@ -173,6 +173,7 @@ fn out_of_range_numbers_are_refused_with_status_2_never_a_panic() {
     let cases: &[(&[&str], &str)] = &[
         (&["bench", "local", "--threads", "100000"], "--threads"),
         (&["bench", "rcu-read", "--threads", "1,1025"], "--threads"),
+        (&["bench", "fault-load", "--threads", "65"], "--threads"),
         (&["bench", "rcu-read", "--threads", "0"], "--threads"),
         (
             &["bench", "rcu-read", "--duration-ms", "60001"],
