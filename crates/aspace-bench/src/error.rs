@@ -28,7 +28,8 @@ pub enum BenchError {
         /// Comma-separated list of the workload's designs.
         known: String,
     },
-    /// A numeric option is out of range (zero threads, zero duration, update share above 100 %).
+    /// A numeric option is out of range (zero or too many threads, a zero or too long duration,
+    /// an update share above 100 %; see [`crate::limits`]).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// Writing the results directory failed.

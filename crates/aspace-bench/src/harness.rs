@@ -247,13 +247,14 @@ pub fn measure(
 }
 
 /// Measures every point in order, showing a progress bar on a terminal unless `quiet`, and
-/// calling `on_done` with each finished measurement (e.g. to print its JSON line at once).
+/// calling `on_done` with each finished measurement (e.g. to print its JSON line at once, or to
+/// write the results so far); an error from `on_done` stops the run and is returned.
 pub fn run_points(
     points: &[Point<'_>],
     config: &Config,
     repeat: usize,
     quiet: bool,
-    mut on_done: impl FnMut(&Measurement),
+    mut on_done: impl FnMut(&Measurement) -> Result<(), BenchError>,
 ) -> Result<Vec<Measurement>, BenchError> {
     let total = (points.len() * repeat) as u64;
     let bar = if quiet || !std::io::stderr().is_terminal() {
@@ -272,9 +273,14 @@ pub fn run_points(
     let mut out = Vec::with_capacity(points.len());
     for p in points {
         bar.set_message(format!("{} {} {}T", p.workload.name(), p.design, p.threads));
-        let m = measure(*p, config, repeat, || bar.inc(1))?;
-        on_done(&m);
-        out.push(m);
+        let done = measure(*p, config, repeat, || bar.inc(1)).and_then(|m| on_done(&m).map(|()| m));
+        match done {
+            Ok(m) => out.push(m),
+            Err(e) => {
+                bar.finish_and_clear();
+                return Err(e);
+            }
+        }
     }
     bar.finish_and_clear();
     Ok(out)

@@ -12,6 +12,7 @@
 //! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
 //!   `ds-alloc`, `ds-map`, `readers-writers`, and the address-space workloads `alloc`,
 //!   `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load` over `workloads/vm.rs`);
+//! - [`limits`]: the maxima of the command line's thread counts, durations and repeats;
 //! - [`error`]: why a run was refused or failed.
 //!
 //! The binary (`src/main.rs`) is only the command line on top of this library.
@@ -23,6 +24,7 @@
 
 pub mod error;
 pub mod harness;
+pub mod limits;
 pub mod measurement;
 pub mod plot;
 pub mod report;

@@ -1,7 +1,8 @@
 //! The `aspace` command line; everything else lives in the `aspace_bench` library.
 //!
-//! - `aspace`: the default suite (every workload and design at 1 and 2 threads, progress bar,
-//!   results directory under `results/`, summary table);
+//! - `aspace [--threads 1,2] [--quick] [--only w1,w2]`: the default suite (every workload and
+//!   design at 1 and 2 threads, a progress bar on a terminal or one line per point otherwise,
+//!   results directory under `results/` updated after every point, summary table);
 //! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
 //!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P]`: one workload;
 //!   `--json` prints exactly one JSON object per measurement per line on stdout and nothing else
@@ -15,11 +16,13 @@
 //! a message naming the valid choices, and exit status 2.
 
 use aspace_bench::harness::{run_points, Point};
-use aspace_bench::report::table;
+use aspace_bench::limits::{check_duration_ms, check_repeat, check_threads, MAX_THREADS};
+use aspace_bench::report::{progress_line, table};
+use aspace_bench::suite::SuiteOptions;
 use aspace_bench::workloads::{self, resolve_designs};
 use aspace_bench::{suite, BenchError, Config};
 use clap::{Args, Parser, Subcommand};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -32,10 +35,32 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Benchmarks of scalable concurrent address-space building blocks.
 #[derive(Parser, Debug)]
-#[command(name = "aspace", version, about)]
+#[command(
+    name = "aspace",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    after_help = "With no command, `aspace` runs the default suite: every workload and design \
+                  (see `aspace list`) at 1 and 2 threads, 500 ms x 3 repeats per point (about \
+                  2.5 minutes). It prints one line per measured point when its output is not a \
+                  terminal (a progress bar otherwise), then a summary table, and writes \
+                  results/<UTC timestamp>/ relative to the current directory: results.csv and \
+                  results.json (updated after every point, so an interrupted run keeps what it \
+                  measured), one SVG plot per workload and index.html."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Default suite: comma-separated thread counts, each 1..=1024 (default: 1,2).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Default suite: 100 ms x 1 repeat per point instead of 500 ms x 3 (a smoke run, not a
+    /// measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Default suite: run only these comma-separated workloads (see `aspace list`).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -53,13 +78,13 @@ struct BenchArgs {
     /// Comma-separated designs (default: all of the workload's designs).
     #[arg(long, value_delimiter = ',')]
     designs: Vec<String>,
-    /// Comma-separated thread counts.
+    /// Comma-separated thread counts, each 1..=1024 (the VM workloads: 1..=64).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     threads: Vec<usize>,
-    /// Measured milliseconds per repeat.
+    /// Measured milliseconds per repeat, 1..=60000.
     #[arg(long, default_value_t = 500)]
     duration_ms: u64,
-    /// Repeats per point (median and range are reported).
+    /// Repeats per point, 1..=1000 (median and range are reported).
     #[arg(long, default_value_t = 5)]
     repeat: usize,
     /// Print one JSON object per measurement per line, nothing else.
@@ -68,7 +93,8 @@ struct BenchArgs {
     /// rcu-update: percentage of operations that update (100 = one updater + readers).
     #[arg(long)]
     update_pct: Option<u32>,
-    /// ds-*: intervals per thread.
+    /// ds-*: intervals per thread (at least 1; the maximum, what fits in an arena, is named when
+    /// exceeded).
     #[arg(long, default_value_t = 10_000)]
     intervals: usize,
     /// readers-writers: how many of the threads (the last ones) write; needs threads > writers.
@@ -94,20 +120,14 @@ struct BenchPlan {
 fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
     let workload = workloads::find(&args.workload)?;
     let designs = resolve_designs(workload, Some(&args.designs))?;
-    if args.threads.is_empty() || args.threads.contains(&0) {
-        return Err(BenchError::InvalidArgument(
-            "--threads needs thread counts of at least 1".into(),
-        ));
-    }
-    if args.duration_ms == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--duration-ms must be at least 1".into(),
-        ));
-    }
-    if args.repeat == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--repeat must be at least 1".into(),
-        ));
+    check_threads(&args.threads)?;
+    check_duration_ms(args.duration_ms)?;
+    check_repeat(args.repeat)?;
+    if args.writers >= MAX_THREADS {
+        return Err(BenchError::InvalidArgument(format!(
+            "--writers must be below {MAX_THREADS} (the --threads limit), got {}",
+            args.writers
+        )));
     }
     let update_pct = args.update_pct.unwrap_or(100);
     if update_pct > 100 {
@@ -136,6 +156,13 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
     }
     if workload.name().starts_with("ds-") {
         workloads::arena::check_intervals(&config)?;
+    }
+    let max_threads = workload.max_threads();
+    if let Some(&t) = args.threads.iter().find(|&&t| t > max_threads) {
+        return Err(BenchError::InvalidArgument(format!(
+            "{} runs at most {max_threads} threads, got --threads {t}",
+            workload.name()
+        )));
     }
     let min_threads = workload.min_threads(&config);
     if let Some(&t) = args.threads.iter().find(|&&t| t < min_threads) {
@@ -167,22 +194,15 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
 fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let plan = plan(args)?;
     let stdout = std::io::stdout();
-    let mut json_err = None;
     let ms = run_points(&plan.points, &plan.config, plan.repeat, plan.json, |m| {
         if plan.json {
-            match m.to_json_line() {
-                Ok(line) => {
-                    let mut out = stdout.lock();
-                    let _ = writeln!(out, "{line}");
-                    let _ = out.flush();
-                }
-                Err(e) => json_err = Some(e),
-            }
+            let line = m.to_json_line()?;
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
         }
+        Ok(())
     })?;
-    if let Some(e) = json_err {
-        return Err(e.into());
-    }
     if !plan.json {
         print!("{}", table(&ms));
     }
@@ -208,8 +228,32 @@ fn list() {
     }
 }
 
-fn default_suite() -> Result<(), BenchError> {
-    let (dir, ms) = suite::run(std::path::Path::new("results"))?;
+fn default_suite(cli: &Cli) -> Result<(), BenchError> {
+    let mut opts = SuiteOptions::default();
+    if !cli.threads.is_empty() {
+        opts.threads = cli.threads.clone();
+    }
+    opts.only = cli.only.clone();
+    if cli.quick {
+        opts = opts.quick();
+    }
+    // Refuse bad options before creating the results directory.
+    suite::points_for(&opts)?;
+    let dir = suite::results_dir(std::path::Path::new("results"));
+    // The progress bar is drawn only when stderr is a terminal; whenever that bar is not what
+    // the user sees (stderr or stdout redirected), print one line per measured point instead.
+    let lines = !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal());
+    if lines {
+        println!("writing results to {}", dir.display());
+    }
+    let ms = suite::run(&dir, &opts, |m| {
+        if lines {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", progress_line(m));
+            let _ = out.flush();
+        }
+        Ok(())
+    })?;
     print!("{}", table(&ms));
     println!("results written to {}", dir.display());
     Ok(())
@@ -218,7 +262,7 @@ fn default_suite() -> Result<(), BenchError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        None => default_suite(),
+        None => default_suite(&cli),
         Some(Command::List) => {
             list();
             Ok(())

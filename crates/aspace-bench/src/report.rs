@@ -165,6 +165,21 @@ fn extra_keys(ms: &[Measurement]) -> Vec<String> {
         .collect()
 }
 
+/// One line for a finished point, as the default suite prints its progress:
+/// `rcu-read none 2T: 12.3M ops/s [12.1M-12.5M], 81.30 ns/op`.
+pub fn progress_line(m: &Measurement) -> String {
+    format!(
+        "{} {} {}T: {} ops/s [{}-{}], {:.2} ns/op",
+        m.workload,
+        m.design,
+        m.threads,
+        compact(m.ops_per_sec),
+        compact(m.min_ops_per_sec),
+        compact(m.max_ops_per_sec),
+        m.ns_per_op
+    )
+}
+
 /// CSV with one row per measurement; every extra key is a column (empty where absent).
 pub fn csv(ms: &[Measurement]) -> String {
     let keys = extra_keys(ms);

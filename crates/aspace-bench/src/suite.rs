@@ -11,14 +11,21 @@
 //! variants (`interval-no-arenas`, `interval-atomic-counter`). Each further `aspace_vm` design
 //! adds 18 s of measurement to the roughly 130 s of the rest.
 //!
-//! Output: a progress bar while it runs, then `results/<UTC timestamp>/` (relative to the
-//! current directory) holding `results.csv`, `results.json` (an array of measurements), one SVG
-//! plot per workload and `index.html`; the summary table goes to stdout.
+//! [`SuiteOptions`] changes the thread counts (`--threads`), the duration and repeats
+//! (`--quick`: [`QUICK_DURATION`] x [`QUICK_REPEAT`], a smoke run) and the workloads (`--only`).
+//!
+//! Output: `results/<UTC timestamp>/` (relative to the current directory) holding
+//! `results.csv` and `results.json` (an array of measurements), both rewritten (through a
+//! temporary file and a rename) after every measured point so an interrupted run keeps what it
+//! measured, then at the end one SVG plot per workload and `index.html`. The binary shows a
+//! progress bar on a terminal, or one line per point when its output is redirected, and prints
+//! the summary table to stdout.
 //!
 //! Not for: careful measurements (use `aspace bench` with longer durations and more repeats).
 
 use crate::error::BenchError;
 use crate::harness::{run_points, Point};
+use crate::limits::{check_duration_ms, check_repeat, check_threads};
 use crate::measurement::Measurement;
 use crate::plot::{index_html, write_plots};
 use crate::report::{csv, json_array};
@@ -36,6 +43,57 @@ pub const SUITE_REPEAT: usize = 3;
 /// Thread counts of the suite.
 pub const SUITE_THREADS: &[usize] = &[1, 2];
 
+/// Measured time per repeat with `--quick`.
+pub const QUICK_DURATION: Duration = Duration::from_millis(100);
+
+/// Repeats per point with `--quick`.
+pub const QUICK_REPEAT: usize = 1;
+
+/// What a suite run measures: the defaults above, or what `--threads`, `--quick` and `--only`
+/// changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SuiteOptions {
+    /// Thread counts (each checked against [`MAX_THREADS`](crate::limits::MAX_THREADS)).
+    pub threads: Vec<usize>,
+    /// Measured time per repeat.
+    pub duration: Duration,
+    /// Repeats per point.
+    pub repeat: usize,
+    /// Workload names to run; empty means every workload.
+    pub only: Vec<String>,
+}
+
+impl Default for SuiteOptions {
+    fn default() -> Self {
+        SuiteOptions {
+            threads: SUITE_THREADS.to_vec(),
+            duration: SUITE_DURATION,
+            repeat: SUITE_REPEAT,
+            only: Vec::new(),
+        }
+    }
+}
+
+impl SuiteOptions {
+    /// These options with [`QUICK_DURATION`] and [`QUICK_REPEAT`] (a smoke run, not a
+    /// measurement).
+    pub fn quick(self) -> Self {
+        SuiteOptions {
+            duration: QUICK_DURATION,
+            repeat: QUICK_REPEAT,
+            ..self
+        }
+    }
+
+    /// The suite's workload configuration with these options' duration.
+    pub fn config(&self) -> Config {
+        Config {
+            duration: self.duration,
+            ..config()
+        }
+    }
+}
+
 /// The suite's configuration.
 pub fn config() -> Config {
     Config {
@@ -48,15 +106,31 @@ pub fn config() -> Config {
     }
 }
 
-/// Every (workload, design, threads) point of the suite, in report order; thread counts below a
-/// workload's [`Workload::min_threads`](crate::workload::Workload::min_threads) are skipped.
+/// Every (workload, design, threads) point of the default suite, in report order.
 pub fn points() -> Vec<Point<'static>> {
-    let config = config();
+    points_for(&SuiteOptions::default()).expect("the default options are valid")
+}
+
+/// Every (workload, design, threads) point of the suite with `opts`, in report order; thread
+/// counts below a workload's [`Workload::min_threads`](crate::workload::Workload::min_threads)
+/// or above its [`Workload::max_threads`](crate::workload::Workload::max_threads) are skipped. Refuses thread counts outside the limits, an unknown `--only` workload, and
+/// options that leave no point to measure.
+pub fn points_for(opts: &SuiteOptions) -> Result<Vec<Point<'static>>, BenchError> {
+    check_threads(&opts.threads)?;
+    check_duration_ms(opts.duration.as_millis().try_into().unwrap_or(u64::MAX))?;
+    check_repeat(opts.repeat)?;
+    for name in &opts.only {
+        workloads::find(name)?;
+    }
+    let config = opts.config();
     let mut out = Vec::new();
     for w in workloads::all() {
+        if !opts.only.is_empty() && !opts.only.iter().any(|n| n == w.name()) {
+            continue;
+        }
         for &design in w.designs() {
-            for &threads in SUITE_THREADS {
-                if threads < w.min_threads(&config) {
+            for &threads in &opts.threads {
+                if threads < w.min_threads(&config) || threads > w.max_threads() {
                     continue;
                 }
                 out.push(Point {
@@ -67,34 +141,66 @@ pub fn points() -> Vec<Point<'static>> {
             }
         }
     }
-    out
+    if out.is_empty() {
+        return Err(BenchError::InvalidArgument(format!(
+            "--threads {:?} leaves nothing to run: no selected workload runs at those counts",
+            opts.threads
+        )));
+    }
+    Ok(out)
 }
 
-/// Runs the suite and writes its results directory under `root`; returns the directory and the
-/// measurements.
-pub fn run(root: &Path) -> Result<(PathBuf, Vec<Measurement>), BenchError> {
-    let ms = run_points(&points(), &config(), SUITE_REPEAT, false, |_| {})?;
-    let dir = root.join(timestamp(SystemTime::now()));
-    write_results(&dir, &ms)?;
-    Ok((dir, ms))
+/// The directory a suite run started now writes into: `root/<UTC timestamp>`.
+pub fn results_dir(root: &Path) -> PathBuf {
+    root.join(timestamp(SystemTime::now()))
+}
+
+/// Runs the suite with `opts`, writing into `dir` as it goes: after every measured point
+/// `results.csv` and `results.json` hold every point measured so far (so an interrupted run keeps
+/// its data); the plots and `index.html` are written at the end. `on_point` is called with each
+/// measurement after it is on disk; an error from it stops the run. Returns the measurements.
+pub fn run(
+    dir: &Path,
+    opts: &SuiteOptions,
+    mut on_point: impl FnMut(&Measurement) -> Result<(), BenchError>,
+) -> Result<Vec<Measurement>, BenchError> {
+    let points = points_for(opts)?;
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
+    let mut so_far = Vec::with_capacity(points.len());
+    let ms = run_points(&points, &opts.config(), opts.repeat, false, |m| {
+        so_far.push(m.clone());
+        write_tables(dir, &so_far)?;
+        on_point(m)
+    })?;
+    write_results(dir, &ms)?;
+    Ok(ms)
+}
+
+/// Writes `text` to `dir/name` through a temporary file and a rename, so a reader (or an
+/// interrupted run) never sees a half-written file.
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), BenchError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).map_err(|e| BenchError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| BenchError::io(path, e))
+}
+
+/// Writes `results.csv` and `results.json` into `dir` (which must exist).
+pub fn write_tables(dir: &Path, ms: &[Measurement]) -> Result<(), BenchError> {
+    write_file(dir, "results.csv", &csv(ms))?;
+    write_file(dir, "results.json", &json_array(ms)?)
 }
 
 /// Writes `results.csv`, `results.json`, the plots and `index.html` into `dir` (created).
 pub fn write_results(dir: &Path, ms: &[Measurement]) -> Result<(), BenchError> {
     std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| BenchError::io(path, e))
-    };
-    write("results.csv", csv(ms))?;
-    write("results.json", json_array(ms)?)?;
+    write_tables(dir, ms)?;
     write_plots(dir, ms)?;
     let title = format!(
         "aspace results {}",
         dir.file_name().and_then(|n| n.to_str()).unwrap_or("")
     );
-    write("index.html", index_html(&title, ms))?;
-    Ok(())
+    write_file(dir, "index.html", &index_html(&title, ms))
 }
 
 /// `YYYYmmdd-HHMMSS` in UTC.
@@ -176,5 +282,71 @@ mod tests {
             .iter()
             .filter(|p| p.workload.name() == "readers-writers")
             .all(|p| p.threads == 2));
+    }
+
+    fn tiny(only: &str) -> SuiteOptions {
+        SuiteOptions {
+            threads: vec![1],
+            duration: Duration::from_millis(1),
+            repeat: 1,
+            only: vec![only.into()],
+        }
+    }
+
+    #[test]
+    fn only_and_threads_select_the_points() {
+        let pts = points_for(&tiny("rcu-read")).unwrap();
+        let rcu_read = workloads::find("rcu-read").unwrap();
+        assert_eq!(pts.len(), rcu_read.designs().len());
+        assert!(pts
+            .iter()
+            .all(|p| p.workload.name() == "rcu-read" && p.threads == 1));
+        assert!(matches!(
+            points_for(&tiny("rcu-raed")),
+            Err(BenchError::UnknownWorkload { .. })
+        ));
+        // readers-writers needs two threads: --threads 1 leaves nothing to run.
+        assert!(matches!(
+            points_for(&tiny("readers-writers")),
+            Err(BenchError::InvalidArgument(_))
+        ));
+        let too_many = SuiteOptions {
+            threads: vec![1, 100_000],
+            ..tiny("rcu-read")
+        };
+        assert!(matches!(
+            points_for(&too_many),
+            Err(BenchError::InvalidArgument(_))
+        ));
+        let quick = SuiteOptions::default().quick();
+        assert_eq!(
+            (quick.duration, quick.repeat),
+            (QUICK_DURATION, QUICK_REPEAT)
+        );
+        assert_eq!(quick.threads, SUITE_THREADS);
+    }
+
+    #[test]
+    fn an_interrupted_run_keeps_what_it_measured_on_disk() {
+        let dir = std::env::temp_dir().join(format!("aspace-suite-stop-{}", std::process::id()));
+        let mut seen = 0;
+        let r = run(&dir, &tiny("rcu-read"), |_| {
+            seen += 1;
+            if seen == 2 {
+                Err(BenchError::InvalidArgument("stop here".into()))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(r, Err(BenchError::InvalidArgument(_))));
+        assert_eq!(seen, 2);
+        // Both points measured before the stop are on disk; no plots or index were written.
+        let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + 2, "{csv}");
+        let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+        let back: Vec<Measurement> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.len(), 2);
+        assert!(!dir.join("index.html").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

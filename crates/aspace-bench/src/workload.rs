@@ -149,6 +149,13 @@ pub trait Workload: Send + Sync {
         1
     }
 
+    /// The most threads this workload can run without exhausting a resource of its own (e.g.
+    /// the VM spaces' frames); the command line refuses larger counts and the suite skips them.
+    /// At most [`MAX_THREADS`](crate::limits::MAX_THREADS), the limit of every workload.
+    fn max_threads(&self) -> usize {
+        crate::limits::MAX_THREADS
+    }
+
     /// Runs one repeat of `design` on `threads` threads for `config.duration`.
     ///
     /// # Errors

@@ -151,3 +151,190 @@ fn table_output_shows_ratios_to_the_baseline_and_scaling() {
     assert!(text.contains("% of none"), "{text}");
     assert!(text.contains("vs 1T"), "{text}");
 }
+
+/// Runs `aspace bench <args>` and checks it was refused the way a user should see it: exit
+/// status 2, an `error:` line on stderr naming `option`, and no panic or abort.
+fn assert_refused(args: &[&str], option: &str) {
+    let out = aspace(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    assert!(
+        err.contains(option),
+        "{args:?} does not name {option}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+}
+
+#[test]
+fn out_of_range_numbers_are_refused_with_status_2_never_a_panic() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "local", "--threads", "100000"], "--threads"),
+        (&["bench", "rcu-read", "--threads", "1,1025"], "--threads"),
+        (&["bench", "fault-load", "--threads", "65"], "--threads"),
+        (&["bench", "rcu-read", "--threads", "0"], "--threads"),
+        (
+            &["bench", "rcu-read", "--duration-ms", "60001"],
+            "--duration-ms",
+        ),
+        (
+            &["bench", "rcu-read", "--duration-ms", "0"],
+            "--duration-ms",
+        ),
+        (&["bench", "rcu-read", "--repeat", "1001"], "--repeat"),
+        (&["bench", "rcu-read", "--repeat", "0"], "--repeat"),
+        (
+            &["bench", "rcu-update", "--update-pct", "101"],
+            "--update-pct",
+        ),
+        (
+            &["bench", "rcu-update", "--update-rate", "0"],
+            "--update-rate",
+        ),
+        (&["bench", "fault-load", "--mmap-pct", "101"], "--mmap-pct"),
+        (&["bench", "ds-map", "--intervals", "0"], "--intervals"),
+        (
+            &["bench", "ds-map", "--intervals", "1000000000000"],
+            "--intervals",
+        ),
+        (
+            &[
+                "bench",
+                "readers-writers",
+                "--writers",
+                "18446744073709551615",
+            ],
+            "--writers",
+        ),
+        (
+            &["bench", "readers-writers", "--writers", "1024"],
+            "--writers",
+        ),
+    ];
+    for (args, option) in cases {
+        assert_refused(args, option);
+    }
+}
+
+#[test]
+fn bench_help_states_the_limits() {
+    let out = aspace(&["bench", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for limit in ["1..=1024", "1..=60000", "1..=1000"] {
+        assert!(text.contains(limit), "{limit} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn help_says_what_no_command_does_and_where_results_go() {
+    let out = aspace(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "With no command, `aspace` runs the default suite",
+        "results/<UTC timestamp>/ relative to the current directory",
+        "results.csv",
+        "results.json",
+        "SVG plot",
+        "index.html",
+        "--quick",
+        "--only",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+}
+
+/// A fresh empty directory under the system temp dir for one test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("aspace-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn quick_suite_prints_a_line_per_point_and_writes_the_csv() {
+    let cwd = scratch("quick");
+    let out = Command::new(env!("CARGO_BIN_EXE_aspace"))
+        .args(["--quick", "--threads", "1", "--only", "rcu-read,ds-map"])
+        .current_dir(&cwd)
+        .output()
+        .expect("the aspace binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // stdout is a pipe here: one progress line per measured point, before the table.
+    let progress: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" 1T: ") && l.contains(" ops/s ["))
+        .collect();
+    let expected = ["rcu-read", "ds-map"].map(|w| {
+        aspace_bench::workloads::find(w)
+            .unwrap()
+            .designs()
+            .iter()
+            .map(|d| format!("{w} {d} 1T: "))
+            .collect::<Vec<_>>()
+    });
+    let expected: Vec<String> = expected.concat();
+    assert_eq!(progress.len(), expected.len(), "{stdout}");
+    for (line, prefix) in progress.iter().zip(&expected) {
+        assert!(line.starts_with(prefix.as_str()), "{line} vs {prefix}");
+    }
+    // One timestamped directory under ./results with one CSV row per point.
+    let dirs: Vec<_> = std::fs::read_dir(cwd.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = &dirs[0];
+    assert!(stdout.contains("writing results to results/"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), expected.len(), "{csv}");
+    for (row, prefix) in rows.iter().zip(&expected) {
+        let (w, rest) = prefix.split_once(' ').unwrap();
+        let d = rest.split_once(' ').unwrap().0;
+        assert!(row.starts_with(&format!("{w},{d},1,")), "{row} vs {prefix}");
+        // --quick: 100 ms x 1 repeat (columns repeat and duration_ms).
+        let fields: Vec<&str> = row.split(',').collect();
+        assert_eq!((fields[5], fields[8]), ("1", "100"), "{row}");
+    }
+    for f in ["results.json", "rcu-read.svg", "ds-map.svg", "index.html"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+#[test]
+fn bad_suite_options_are_refused_before_anything_is_written() {
+    let cwd = scratch("refused");
+    for (args, option) in [
+        (&["--threads", "100000"][..], "--threads"),
+        (&["--threads", "0"], "--threads"),
+        (&["--only", "no-such-workload"], "no-such-workload"),
+        (
+            &["--only", "readers-writers", "--threads", "1"],
+            "--threads",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_aspace"))
+            .args(args)
+            .current_dir(&cwd)
+            .output()
+            .expect("the aspace binary runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(option), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert!(!cwd.join("results").exists());
+    std::fs::remove_dir_all(&cwd).unwrap();
+}

@@ -79,6 +79,11 @@ pub fn unmap_anchor<C: VmCore>(core: &mut C, addr: u64) {
 /// cost memory).
 pub const ASPACE_MEMORY: u64 = 1 << 30;
 
+/// The most threads of a VM workload: every core caches up to two [`FRAME_BATCH`]es of the
+/// [`ASPACE_MEMORY`] space's 262,144 frames, and `fault-load` ran out of frames ("aspace store:
+/// out of frames", a panic in the workload) at 128 threads; 64 ran.
+pub const VM_MAX_THREADS: usize = 64;
+
 /// Frames per batch between a core's cache and the pool in the benchmarks' spaces.
 pub const FRAME_BATCH: usize = 512;
 
@@ -411,6 +416,9 @@ impl<B: VmBench> Workload for Vm<B> {
     }
     fn thread_scaling(&self, _m: &crate::measurement::Measurement) -> bool {
         B::THREAD_SCALING
+    }
+    fn max_threads(&self) -> usize {
+        VM_MAX_THREADS
     }
     fn run(&self, design: &str, threads: usize, config: &Config) -> Result<Sample, BenchError> {
         if threads == 0 {

@@ -1,0 +1,80 @@
+//! The limits on the command line's numeric options, and the checks that refuse values outside
+//! them.
+//!
+//! Every thread count, duration and repeat count a user types goes through these checks before
+//! anything runs, so an absurd value (e.g. `--threads 100000`, which would exhaust thread stacks
+//! and abort the process) is refused with [`BenchError::InvalidArgument`] naming the option and
+//! its range, and the binary exits with status 2 instead of panicking or aborting. The maxima are
+//! deliberately generous for this project's machines and are stated in `--help`.
+//!
+//! Not for: workload-specific checks (`--intervals`, `--writers` against `--threads`), which
+//! live with the workloads.
+
+use crate::error::BenchError;
+
+/// Most threads one measured point may use (`--threads`).
+pub const MAX_THREADS: usize = 1024;
+
+/// Longest measured time per repeat, in milliseconds (`--duration-ms`): 60 s.
+pub const MAX_DURATION_MS: u64 = 60_000;
+
+/// Most repeats per point (`--repeat`).
+pub const MAX_REPEAT: usize = 1000;
+
+/// Refuses an empty list of thread counts, or one with a count outside `1..=MAX_THREADS`.
+pub fn check_threads(threads: &[usize]) -> Result<(), BenchError> {
+    if threads.is_empty() {
+        return Err(BenchError::InvalidArgument(
+            "--threads needs at least one thread count".into(),
+        ));
+    }
+    match threads.iter().find(|&&t| t == 0 || t > MAX_THREADS) {
+        Some(t) => Err(BenchError::InvalidArgument(format!(
+            "--threads must be in 1..={MAX_THREADS}, got {t}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a duration outside `1..=MAX_DURATION_MS` milliseconds.
+pub fn check_duration_ms(ms: u64) -> Result<(), BenchError> {
+    if ms == 0 || ms > MAX_DURATION_MS {
+        return Err(BenchError::InvalidArgument(format!(
+            "--duration-ms must be in 1..={MAX_DURATION_MS}, got {ms}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a repeat count outside `1..=MAX_REPEAT`.
+pub fn check_repeat(repeat: usize) -> Result<(), BenchError> {
+    if repeat == 0 || repeat > MAX_REPEAT {
+        return Err(BenchError::InvalidArgument(format!(
+            "--repeat must be in 1..={MAX_REPEAT}, got {repeat}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_must_be_a_non_empty_list_within_the_limit() {
+        assert!(check_threads(&[1, MAX_THREADS]).is_ok());
+        for bad in [&[][..], &[0], &[1, MAX_THREADS + 1], &[100_000]] {
+            let e = check_threads(bad).unwrap_err();
+            assert!(matches!(e, BenchError::InvalidArgument(_)), "{bad:?}");
+            assert!(e.to_string().contains("--threads"), "{e}");
+        }
+    }
+
+    #[test]
+    fn duration_and_repeat_are_bounded_on_both_sides() {
+        assert!(check_duration_ms(1).is_ok() && check_duration_ms(MAX_DURATION_MS).is_ok());
+        assert!(check_duration_ms(0).is_err() && check_duration_ms(MAX_DURATION_MS + 1).is_err());
+        assert!(check_repeat(1).is_ok() && check_repeat(MAX_REPEAT).is_ok());
+        assert!(check_repeat(0).is_err() && check_repeat(MAX_REPEAT + 1).is_err());
+    }
+}
