@@ -78,18 +78,29 @@ fn stage1(pt: &PageTables, r: &StoredRegion, x: Frame) -> CheckedFill {
     .expect("a frame is always given")
 }
 
+/// The page tables with another region's page mapped at `B` (so `A`'s leaf exists), the
+/// region at `A`, and a thread running stage 1 of a write fault at `A` with frame 1.
+fn fault_beside_a_mapped_page() -> (
+    Arc<PageTables>,
+    Arc<StoredRegion>,
+    Frame,
+    thread::JoinHandle<CheckedFill>,
+) {
+    let pt = Arc::new(PageTables::new());
+    let r = Arc::new(region());
+    let (x, y) = (Frame::from_index(1), Frame::from_index(2));
+    pt.fill(B, Prot::READ, || Some(y)).unwrap();
+    let fault = {
+        let (pt, r) = (Arc::clone(&pt), Arc::clone(&r));
+        thread::spawn(move || stage1(&pt, &r, x))
+    };
+    (pt, r, x, fault)
+}
+
 #[test]
 fn loom_stage1_fill_never_survives_an_overlapping_munmap() {
     model(|| {
-        let pt = Arc::new(PageTables::new());
-        let r = Arc::new(region());
-        let (x, y) = (Frame::from_index(1), Frame::from_index(2));
-        // The leaf exists: another region's page in it is mapped.
-        pt.fill(B, Prot::READ, || Some(y)).unwrap();
-        let fault = {
-            let (pt, r) = (Arc::clone(&pt), Arc::clone(&r));
-            thread::spawn(move || stage1(&pt, &r, x))
-        };
+        let (pt, r, x, fault) = fault_beside_a_mapped_page();
         // munmap of the region: mark, then clear.
         r.mark_replaced();
         let mut freed = Vec::new();
@@ -109,14 +120,7 @@ fn loom_stage1_fill_never_survives_an_overlapping_munmap() {
 #[test]
 fn loom_stage1_fill_never_keeps_write_access_after_an_overlapping_mprotect() {
     model(|| {
-        let pt = Arc::new(PageTables::new());
-        let r = Arc::new(region());
-        let (x, y) = (Frame::from_index(1), Frame::from_index(2));
-        pt.fill(B, Prot::READ, || Some(y)).unwrap();
-        let fault = {
-            let (pt, r) = (Arc::clone(&pt), Arc::clone(&r));
-            thread::spawn(move || stage1(&pt, &r, x))
-        };
+        let (pt, r, _, fault) = fault_beside_a_mapped_page();
         // mprotect(PROT_READ) of the region: mark, then downgrade.
         r.mark_replaced();
         pt.protect_range(A..A + PAGE_SIZE, Prot::READ);
