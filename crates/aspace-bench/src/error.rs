@@ -1,8 +1,9 @@
 //! Why a benchmark run was refused or failed.
 //!
 //! Every error the `aspace` binary can report is one variant of [`BenchError`]: bad command-line
-//! input (an unknown workload or design, a zero thread count), and failures while writing the
-//! results directory (I/O, JSON, plotting). The binary prints the message and exits non-zero;
+//! input (an unknown workload or design, a zero thread count), a results directory that
+//! `aspace report` cannot read, and failures while writing the results directory (I/O, JSON,
+//! plotting). The binary prints the message and exits non-zero;
 //! nothing here is used on a measured path.
 
 use std::path::PathBuf;
@@ -43,6 +44,15 @@ pub enum BenchError {
     /// Serialising measurements failed.
     #[error("cannot serialise measurements: {0}")]
     Json(#[from] serde_json::Error),
+    /// A results directory (for `aspace report`) is missing, or one of its files cannot be
+    /// read or parsed.
+    #[error("not a usable results directory: {path}: {reason}")]
+    InvalidResults {
+        /// The directory or file concerned.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Drawing an SVG plot failed.
     #[error("cannot draw plot {path}: {message}")]
     Plot {
@@ -59,6 +69,14 @@ impl BenchError {
         BenchError::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// A results file at `path` that cannot be used, and why.
+    pub fn invalid_results(path: impl Into<PathBuf>, reason: impl std::fmt::Display) -> Self {
+        BenchError::InvalidResults {
+            path: path.into(),
+            reason: reason.to_string(),
         }
     }
 }

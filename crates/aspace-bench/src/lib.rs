@@ -6,8 +6,10 @@
 //! - [`harness`]: threads started after a barrier, a stop flag after a fixed duration, repeats
 //!   summarised by median and range, a progress bar over the points;
 //! - [`measurement`]: the serialisable record of one (workload, design, threads) point;
-//! - [`report`]: the readable table with ratios to a baseline and scaling, CSV, JSON;
-//! - [`plot`]: one SVG plot per workload and `index.html`;
+//! - [`report`]: the readable table with ratios to a baseline and scaling, CSV, JSON, and the
+//!   results page's parts (headline, ratio table, machine, conflicts, `index.html`);
+//! - [`plot`]: one SVG plot per workload and the headline plot;
+//! - [`render`]: a results directory's plots and pages from its data files (`aspace report`);
 //! - [`suite`]: the default suite run by `aspace` without arguments;
 //! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
 //!   `ds-alloc`, `ds-map`, `readers-writers`, and the address-space workloads `alloc`,
@@ -27,6 +29,7 @@ pub mod harness;
 pub mod limits;
 pub mod measurement;
 pub mod plot;
+pub mod render;
 pub mod report;
 pub mod suite;
 pub mod workload;

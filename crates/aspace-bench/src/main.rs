@@ -7,7 +7,9 @@
 //!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P]`: one workload;
 //!   `--json` prints exactly one JSON object per measurement per line on stdout and nothing else
 //!   (the progress bar, if any, is on stderr and hidden with `--json`);
-//! - `aspace list`: workloads, what each thread does, and their designs.
+//! - `aspace list`: workloads, what each thread does, and their designs;
+//! - `aspace report <DIR>`: renders a results directory's plots, `headline.md` and `index.html`
+//!   again from its `results.json` (+ `run.json`, `conflicts.json` when present).
 //!
 //! The process allocator is mimalloc (see [`GLOBAL`]), as the papers' evaluations avoid glibc
 //! malloc as a bottleneck.
@@ -46,7 +48,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
                   terminal (a progress bar otherwise), then a summary table, and writes \
                   results/<UTC timestamp>/ relative to the current directory: results.csv and \
                   results.json (updated after every point, so an interrupted run keeps what it \
-                  measured), one SVG plot per workload and index.html."
+                  measured), run.json (machine, commit, settings), one SVG plot per workload, \
+                  headline.svg, headline.md and index.html (open it in a browser; `aspace \
+                  report DIR` renders it again)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -69,6 +73,12 @@ enum Command {
     Bench(BenchArgs),
     /// List workloads and their designs.
     List,
+    /// Render a results directory again (plots, headline.md, index.html) from its
+    /// results.json, run.json and conflicts.json.
+    Report {
+        /// The results directory (`results/<timestamp>`).
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -268,6 +278,8 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(Command::Bench(args)) => bench(args),
+        Some(Command::Report { dir }) => aspace_bench::render::report_dir(dir)
+            .map(|()| println!("wrote {}", dir.join("index.html").display())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -41,6 +41,37 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// How many threads counted the operations (`ns_per_op * ops_per_sec / 1e9`, as
+    /// `ns_per_op` was computed from it); 1 when the throughput is not positive.
+    pub fn op_threads(&self) -> f64 {
+        if self.ops_per_sec > 0.0 && self.ns_per_op.is_finite() && self.ns_per_op > 0.0 {
+            (self.ns_per_op * self.ops_per_sec / 1e9).round().max(1.0)
+        } else {
+            1.0
+        }
+    }
+
+    /// Per-thread nanoseconds per operation at throughput `ops_per_sec` of this point's
+    /// threads: `op_threads * 1e9 / ops_per_sec` (infinite when `ops_per_sec` is not positive).
+    pub fn ns_at(&self, ops_per_sec: f64) -> f64 {
+        if ops_per_sec > 0.0 {
+            self.op_threads() * 1e9 / ops_per_sec
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// The latency view of this point, for workloads reported as latencies: (median, fastest,
+    /// slowest) per-thread ns per operation. The fastest repeat is the one with the most
+    /// operations per second, so `fastest <= median <= slowest`.
+    pub fn latency_ns(&self) -> (f64, f64, f64) {
+        (
+            self.ns_per_op,
+            self.ns_at(self.max_ops_per_sec),
+            self.ns_at(self.min_ops_per_sec),
+        )
+    }
+
     /// One JSON object on one line (the `--json` format).
     pub fn to_json_line(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(self)
@@ -64,6 +95,41 @@ mod tests {
             duration_ms: 500,
             extra: BTreeMap::from([("peak_pending".to_string(), 12.0)]),
         }
+    }
+
+    #[test]
+    fn latency_view_converts_the_range_with_the_counting_threads() {
+        // rcu-gp at 2 threads: only thread 0 counts, 100k grace periods/s = 10 us each.
+        let m = Measurement {
+            workload: "rcu-gp".into(),
+            design: "memb".into(),
+            threads: 2,
+            ops_per_sec: 1e5,
+            ns_per_op: 1e4,
+            repeat: 3,
+            min_ops_per_sec: 5e4,
+            max_ops_per_sec: 2e5,
+            duration_ms: 500,
+            extra: BTreeMap::new(),
+        };
+        assert_eq!(m.op_threads(), 1.0);
+        let (median, fastest, slowest) = m.latency_ns();
+        assert_eq!(median, 1e4);
+        assert!((fastest - 5e3).abs() < 1e-9, "{fastest}");
+        assert!((slowest - 2e4).abs() < 1e-9, "{slowest}");
+        // Two counting threads: each spends twice as long per operation.
+        let two = Measurement {
+            ns_per_op: 2e4,
+            ..m.clone()
+        };
+        assert_eq!(two.op_threads(), 2.0);
+        assert!((two.latency_ns().2 - 4e4).abs() < 1e-9);
+        let zero = Measurement {
+            ops_per_sec: 0.0,
+            min_ops_per_sec: 0.0,
+            ..m
+        };
+        assert!(zero.latency_ns().2.is_infinite());
     }
 
     #[test]

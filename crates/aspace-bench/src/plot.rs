@@ -1,28 +1,98 @@
-//! SVG plots (one per workload: throughput against threads, one line per design) and the
-//! `index.html` page that shows them with the results table, for the default suite's results
-//! directory.
+//! SVG plots: one per workload (each design against threads) and the headline plot
+//! ([`headline`]), drawn for the results directory's `index.html`.
+//!
+//! A workload plot shows, per design, the median at each thread count joined by a line, and the
+//! min-max range over the repeats as an error bar. Throughput workloads plot ops/s, latency
+//! workloads ([`Workload::report_as_latency`](crate::workload::Workload::report_as_latency),
+//! `rcu-gp`) per-thread ns per operation; both on a logarithmic axis (see [`axis`]) so a baseline
+//! 30x below the others does not lie flat on the axis, with tick labels in units (`12k ops/s`,
+//! `21 µs`). The thread axis is log2 with one tick per measured count. The baseline design is
+//! black and dashed; the legend sits right of the chart ([`style`]), never over data.
 //!
 //! Plots are drawn with plotters' SVG backend only (no bitmap backend, no system fonts): the
-//! backend writes `<text>` elements itself and the browser renders them, and with neither the
-//! `ttf` nor the `ab_glyph` feature plotters lays text out with its built-in approximate metrics,
-//! which is enough for axis labels, a caption and a legend. The y axis is the median Mops/s; the
-//! x axis has one tick per measured thread count.
+//! backend writes `<text>` elements and the browser renders them, with plotters' approximate
+//! built-in metrics for layout.
 //!
-//! Not for: interactive charts or error bars (the range is in the table next to each plot).
+//! Not for: interactive charts.
+
+pub mod axis;
+pub mod headline;
+pub mod style;
 
 use crate::error::BenchError;
 use crate::measurement::Measurement;
-use crate::report::{compact, ratio_text, scaling_text, workload_order};
+use crate::report::headline::is_latency;
+use crate::report::{units, workload_order};
+use crate::workloads;
+use axis::KeyedAxis;
 use plotters::prelude::*;
-use std::fmt::Write as _;
 use std::path::Path;
+use style::{colors, draw_legend, LegendEntry, FONT, LEGEND_WIDTH};
 
 /// Size of every plot, in pixels.
-const SIZE: (u32, u32) = (720, 440);
+pub const SIZE: (u32, u32) = (800, 440);
 
-/// The SVG text of the throughput-vs-threads plot of `workload`.
+/// The file name of `workload`'s plot.
+pub fn file_name(workload: &str) -> String {
+    format!("{workload}.svg")
+}
+
+/// One design's points: (log2 threads, log10 median, log10 low end, log10 high end).
+type Points = Vec<(f64, f64, f64, f64)>;
+
+/// The points of `design`, positive values only, in thread order.
+fn design_points(rows: &[&Measurement], design: &str, latency: bool) -> Points {
+    let mut pts: Points = rows
+        .iter()
+        .filter(|m| m.design == design)
+        .filter_map(|m| {
+            let (median, a, b) = if latency {
+                m.latency_ns()
+            } else {
+                (m.ops_per_sec, m.min_ops_per_sec, m.max_ops_per_sec)
+            };
+            let ok = |v: f64| v.is_finite() && v > 0.0;
+            ok(median).then(|| {
+                let lo = if ok(a) { a.min(median) } else { median };
+                let hi = if ok(b) { b.max(median) } else { median };
+                let (lo, hi) = (lo.min(hi), hi.max(lo));
+                (
+                    (m.threads.max(1) as f64).log2(),
+                    median.log10(),
+                    lo.log10(),
+                    hi.log10(),
+                )
+            })
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+/// A plot with a caption and a note instead of data.
+pub fn note_svg(caption: &str, note: &str) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, 120)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let root = root
+            .titled(caption, (FONT, 20))
+            .map_err(|e| e.to_string())?;
+        root.draw(&Text::new(note.to_string(), (40, 30), (FONT, 16)))
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// The SVG text of the plot of `workload`.
 pub fn workload_svg(workload: &str, ms: &[Measurement]) -> Result<String, String> {
     let rows: Vec<&Measurement> = ms.iter().filter(|m| m.workload == workload).collect();
+    let latency = is_latency(workload);
+    let baseline = workloads::find(workload)
+        .ok()
+        .and_then(|w| w.baseline())
+        .map(|b| b.design);
     let mut threads: Vec<usize> = rows.iter().map(|m| m.threads).collect();
     threads.sort_unstable();
     threads.dedup();
@@ -32,205 +102,250 @@ pub fn workload_svg(workload: &str, ms: &[Measurement]) -> Result<String, String
             designs.push(&m.design);
         }
     }
-    let (lo, hi) = match (threads.first(), threads.last()) {
-        (Some(&lo), Some(&hi)) => (lo as f64, hi as f64),
-        _ => return Err(format!("no measurement of {workload}")),
-    };
-    let pad = ((hi - lo) * 0.08).max(0.2);
-    let y_max = rows
+    let series: Vec<Points> = designs
         .iter()
-        .map(|m| m.max_ops_per_sec / 1e6)
-        .fold(0.0f64, f64::max)
-        .max(1e-6)
-        * 1.15;
+        .map(|d| design_points(&rows, d, latency))
+        .collect();
+    let lo = series
+        .iter()
+        .flatten()
+        .map(|p| p.2)
+        .fold(f64::INFINITY, f64::min);
+    let hi = series
+        .iter()
+        .flatten()
+        .map(|p| p.3)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let caption = if latency {
+        format!("{workload}: latency per operation vs threads (lower is better)")
+    } else {
+        format!("{workload}: throughput vs threads")
+    };
+    let repeat = rows.first().map_or(0, |m| m.repeat);
 
+    let Some((t_lo, t_hi, ticks)) = axis::log_ticks(10f64.powf(lo), 10f64.powf(hi)) else {
+        return note_svg(&caption, "no positive measurement to plot");
+    };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let x_axis = (lo - pad)..(hi + pad);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("{workload}: throughput vs threads"),
-                ("sans-serif", 22),
-            )
+        let root = root
+            .titled(&caption, (FONT, 20))
+            .map_err(|e| e.to_string())?;
+        let (chart_area, legend_area) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let (y_lo, y_hi) = (t_lo.log10(), t_hi.log10());
+        let pad = (y_hi - y_lo) * 0.03;
+        let y_keys: Vec<f64> = ticks.iter().map(|t| t.log10()).collect();
+        let (x_range, x_keys) = axis::thread_axis(&threads);
+        let mut chart = ChartBuilder::on(&chart_area)
             .margin(12)
             .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x_axis, 0.0..y_max)
+            .y_label_area_size(92)
+            .build_cartesian_2d(
+                KeyedAxis::new(x_range, x_keys),
+                KeyedAxis::new((y_lo - pad)..(y_hi + pad), y_keys),
+            )
             .map_err(|e| e.to_string())?;
+        let y_fmt = |y: &f64| {
+            let v = 10f64.powf(*y);
+            if latency {
+                units::latency(v)
+            } else {
+                units::rate(v)
+            }
+        };
         chart
             .configure_mesh()
             .x_desc("threads")
-            .y_desc("Mops/s (median)")
-            .x_labels(threads.len().max(2) * 2 + 1)
-            .x_label_formatter(&|x| {
-                // Only whole thread counts get a label; plotters may place ticks in between.
-                if (x - x.round()).abs() < 1e-6 {
-                    format!("{x:.0}")
-                } else {
-                    String::new()
-                }
+            .y_desc(if latency {
+                "latency per operation (log scale)"
+            } else {
+                "throughput (log scale)"
             })
-            .y_label_formatter(&|y| format!("{y:.2}"))
+            .x_label_formatter(&|x| axis::threads_of(*x))
+            .y_label_formatter(&y_fmt)
             .draw()
             .map_err(|e| e.to_string())?;
-        for (i, design) in designs.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let mut pts: Vec<(f64, f64)> = rows
-                .iter()
-                .filter(|m| m.design == *design)
-                .map(|m| (m.threads as f64, m.ops_per_sec / 1e6))
-                .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = colors(&designs, baseline);
+        let mut legend = Vec::new();
+        for ((design, pts), &c) in designs.iter().zip(&series).zip(&color) {
+            let dashed = Some(*design) == baseline;
+            let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1)).collect();
+            if dashed {
+                chart
+                    .draw_series(DashedLineSeries::new(line, 8, 5, c.stroke_width(2)))
+                    .map_err(|e| e.to_string())?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(line, c.stroke_width(2)))
+                    .map_err(|e| e.to_string())?;
+            }
+            // Min-max range: a vertical bar with caps.
             chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(*design)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                .draw_series(pts.iter().map(|p| {
+                    EmptyElement::at((p.0, p.2))
+                        + PathElement::new(vec![(-4, 0), (4, 0)], c.stroke_width(1))
+                }))
                 .map_err(|e| e.to_string())?;
+            chart
+                .draw_series(pts.iter().map(|p| {
+                    EmptyElement::at((p.0, p.3))
+                        + PathElement::new(vec![(-4, 0), (4, 0)], c.stroke_width(1))
+                }))
+                .map_err(|e| e.to_string())?;
+            chart
+                .draw_series(
+                    pts.iter()
+                        .map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], c.stroke_width(1))),
+                )
+                .map_err(|e| e.to_string())?;
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4, c.filled())))
+                .map_err(|e| e.to_string())?;
+            legend.push(LegendEntry {
+                label: if dashed {
+                    format!("{design} (baseline)")
+                } else {
+                    design.to_string()
+                },
+                color: c,
+                dashed,
+            });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
+        let notes = vec![
+            "dot: median".to_string(),
+            format!("bar: min-max of {repeat} repeat(s)"),
+        ];
+        draw_legend(&legend_area, &legend, &notes)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
 }
 
-/// Writes `<workload>.svg` for every workload of `ms` into `dir`; returns the file names.
-pub fn write_plots(dir: &Path, ms: &[Measurement]) -> Result<Vec<String>, BenchError> {
-    let mut names = Vec::new();
+/// Writes the plot of every workload of `ms` into `dir`; returns (workload, file name) pairs.
+pub fn write_plots(dir: &Path, ms: &[Measurement]) -> Result<Vec<(String, String)>, BenchError> {
+    let mut out = Vec::new();
     for w in workload_order(ms) {
-        let name = format!("{w}.svg");
+        let name = file_name(w);
         let path = dir.join(&name);
         let svg = workload_svg(w, ms).map_err(|message| BenchError::Plot {
             path: path.clone(),
             message,
         })?;
         std::fs::write(&path, svg).map_err(|e| BenchError::io(&path, e))?;
-        names.push(name);
+        out.push((w.to_string(), name));
     }
-    Ok(names)
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The `index.html` page: per workload, its plot and its table rows.
-pub fn index_html(title: &str, ms: &[Measurement]) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\n<style>\
-         body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:2em}}\
-         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}\
-         </style></head><body>\n<h1>{t}</h1>\n",
-        t = escape(title)
-    );
-    for w in workload_order(ms) {
-        let _ = writeln!(
-            h,
-            "<h2>{w}</h2>\n<img src=\"{w}.svg\" alt=\"{w} plot\">",
-            w = escape(w)
-        );
-        h.push_str(
-            "<table><tr><th>design</th><th>threads</th><th>Mops/s median</th><th>min</th>\
-             <th>max</th><th>ns/op</th><th>ratio</th><th>extra</th></tr>\n",
-        );
-        for m in ms.iter().filter(|m| m.workload == w) {
-            let ratio = [ratio_text(m, ms), scaling_text(m, ms)]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(", ");
-            let extra = m
-                .extra
-                .iter()
-                .map(|(k, v)| format!("{k}={}", compact(*v)))
-                .collect::<Vec<_>>()
-                .join(" ");
-            let _ = writeln!(
-                h,
-                "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.1}</td>\
-                 <td>{}</td><td>{}</td></tr>",
-                escape(&m.design),
-                m.threads,
-                m.ops_per_sec / 1e6,
-                m.min_ops_per_sec / 1e6,
-                m.max_ops_per_sec / 1e6,
-                m.ns_per_op,
-                escape(&ratio),
-                escape(&extra)
-            );
-        }
-        h.push_str("</table>\n");
-    }
-    h.push_str("</body></html>\n");
-    h
+    Ok(out)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn m(design: &str, threads: usize, ops: f64) -> Measurement {
+    fn m(workload: &str, design: &str, threads: usize, ops: f64) -> Measurement {
         Measurement {
-            workload: "rcu-read".into(),
+            workload: workload.into(),
             design: design.into(),
             threads,
             ops_per_sec: ops,
-            ns_per_op: threads as f64 * 1e9 / ops,
+            ns_per_op: 1e9 / ops,
             repeat: 3,
-            min_ops_per_sec: ops,
-            max_ops_per_sec: ops,
+            min_ops_per_sec: ops * 0.8,
+            max_ops_per_sec: ops * 1.2,
             duration_ms: 300,
             extra: BTreeMap::new(),
         }
     }
 
-    #[test]
-    fn svg_has_caption_axis_labels_and_a_legend_entry_per_design() {
-        let ms = vec![
-            m("none", 1, 5e7),
-            m("none", 2, 9e7),
-            m("memb", 1, 4e7),
-            m("memb", 2, 7e7),
-        ];
-        let svg = workload_svg("rcu-read", &ms).unwrap();
-        assert!(svg.starts_with("<svg"));
-        assert!(svg.contains("<text"));
-        for label in [
-            "rcu-read: throughput vs threads",
-            "threads",
-            "Mops/s (median)",
-            "none",
-            "memb",
-        ] {
-            assert!(svg.contains(label), "missing {label}");
-        }
-        assert!(svg.contains("<polyline"));
+    /// (x, text) of every `<text>` element of `svg`.
+    pub(crate) fn texts(svg: &str) -> Vec<(u32, String)> {
+        svg.split("<text ")
+            .skip(1)
+            .map(|t| {
+                let x = t.split("x=\"").nth(1).unwrap().split('"').next().unwrap();
+                let body = t
+                    .split_once('>')
+                    .unwrap()
+                    .1
+                    .split("</text>")
+                    .next()
+                    .unwrap();
+                (x.parse().unwrap(), body.trim().to_string())
+            })
+            .collect()
     }
 
     #[test]
-    fn index_links_every_plot_and_escapes_text() {
-        let ms = vec![m("none", 1, 5e7), m("<x>", 1, 1e7)];
-        let html = index_html("aspace results", &ms);
-        assert!(html.contains("<img src=\"rcu-read.svg\""));
-        assert!(html.contains("&lt;x&gt;"));
-        assert!(html.contains("20% of none"));
+    fn throughput_plot_has_units_a_dashed_baseline_and_a_legend_beside_the_chart() {
+        let ms = vec![
+            m("alloc-fault-modify", "linux", 1, 1267.6),
+            m("alloc-fault-modify", "linux", 2, 1923.7),
+            m("alloc-fault-modify", "coarse", 1, 12_797.0),
+            m("alloc-fault-modify", "coarse", 2, 11_524.0),
+        ];
+        let svg = workload_svg("alloc-fault-modify", &ms).unwrap();
+        assert!(svg.starts_with("<svg"));
+        let texts = texts(&svg);
+        let has = |l: &str| texts.iter().any(|(_, t)| t == l);
+        for label in [
+            "alloc-fault-modify: throughput vs threads",
+            "throughput (log scale)",
+            "threads",
+            "1k ops/s",
+            "10k ops/s",
+            "linux (baseline)",
+            "coarse",
+            "bar: min-max of 3 repeat(s)",
+        ] {
+            assert!(has(label), "missing {label} in {texts:?}");
+        }
+        // No tick reads like the old "0.01" Mops/s axis.
+        assert!(!has("0.01"));
+        // The dashed baseline is drawn as separate short segments; the other design is one line.
+        assert!(svg.matches("<polyline").count() > 4, "{svg}");
+        // The legend is right of the chart: its text starts beyond the chart's width.
+        let x_of = |label: &str| texts.iter().find(|(_, t)| t == label).unwrap().0;
+        assert!(x_of("coarse") >= SIZE.0 - LEGEND_WIDTH);
+        assert!(x_of("linux (baseline)") >= SIZE.0 - LEGEND_WIDTH);
+    }
+
+    #[test]
+    fn latency_workloads_are_plotted_as_latency() {
+        let mut a = m("rcu-gp", "memb", 2, 5e4);
+        a.ns_per_op = 2e4;
+        let mut b = m("rcu-gp", "qsbr", 2, 5e6);
+        b.ns_per_op = 200.0;
+        let svg = workload_svg("rcu-gp", &[a, b]).unwrap();
+        assert!(svg.contains("latency per operation vs threads (lower is better)"));
+        assert!(svg.contains("latency per operation (log scale)"));
+        let texts = texts(&svg);
+        assert!(texts.iter().any(|(_, t)| t.ends_with(" µs")), "{texts:?}");
+        assert!(texts.iter().any(|(_, t)| t.ends_with(" ns")), "{texts:?}");
+        assert!(!svg.contains("ops/s"));
+    }
+
+    #[test]
+    fn a_workload_without_positive_values_gets_a_note_not_an_error() {
+        let svg = workload_svg("local", &[m("local", "linux", 1, 0.0)]).unwrap();
+        assert!(svg.contains("no positive measurement to plot"));
+    }
+
+    #[test]
+    fn write_plots_names_a_file_per_workload() {
+        let dir = std::env::temp_dir().join(format!("aspace-plots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ms = vec![m("local", "linux", 1, 1e5), m("rcu-read", "none", 1, 1e8)];
+        let files = write_plots(&dir, &ms).unwrap();
+        assert_eq!(
+            files,
+            [
+                ("local".to_string(), "local.svg".to_string()),
+                ("rcu-read".to_string(), "rcu-read.svg".to_string())
+            ]
+        );
+        assert!(dir.join("local.svg").is_file() && dir.join("rcu-read.svg").is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,7 +9,19 @@
 //! `rcu-update`, whose extra threads are readers), and the workload's extra metrics.
 //! Every ratio is computed from the measurements passed in, i.e. from the same run.
 //!
+//!
+//! Submodules, one concept each: [`units`] (numbers with units), [`headline`] (who wins where,
+//! computed), [`ratios`] (the per-workload ratio table), [`machine`] (`run.json`: machine,
+//! commit, settings), [`conflicts`] (reading `conflicts.json`) and [`html`] (`index.html`).
+//!
 //! Not for: plots (see `plot.rs`) or statistics beyond what the harness summarised.
+
+pub mod conflicts;
+pub mod headline;
+pub mod html;
+pub mod machine;
+pub mod ratios;
+pub mod units;
 
 use crate::measurement::Measurement;
 use crate::workload::{Baseline, RatioStyle};

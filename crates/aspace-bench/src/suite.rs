@@ -15,9 +15,10 @@
 //! (`--quick`: [`QUICK_DURATION`] x [`QUICK_REPEAT`], a smoke run) and the workloads (`--only`).
 //!
 //! Output: `results/<UTC timestamp>/` (relative to the current directory) holding
-//! `results.csv` and `results.json` (an array of measurements), both rewritten (through a
-//! temporary file and a rename) after every measured point so an interrupted run keeps what it
-//! measured, then at the end one SVG plot per workload and `index.html`. The binary shows a
+//! `run.json` (machine, commit, settings; written first), `results.csv` and `results.json` (an
+//! array of measurements), both rewritten (through a temporary file and a rename) after every
+//! measured point so an interrupted run keeps what it measured, then at the end one SVG plot per
+//! workload, `headline.svg`, `headline.md` and `index.html` (see `render.rs`). The binary shows a
 //! progress bar on a terminal, or one line per point when its output is redirected, and prints
 //! the summary table to stdout.
 //!
@@ -27,7 +28,8 @@ use crate::error::BenchError;
 use crate::harness::{run_points, Point};
 use crate::limits::{check_duration_ms, check_repeat, check_threads};
 use crate::measurement::Measurement;
-use crate::plot::{index_html, write_plots};
+use crate::render::{render, write_file};
+use crate::report::machine::{RunInfo, Settings};
 use crate::report::{csv, json_array};
 use crate::workload::Config;
 use crate::workloads;
@@ -155,9 +157,25 @@ pub fn results_dir(root: &Path) -> PathBuf {
     root.join(timestamp(SystemTime::now()))
 }
 
-/// Runs the suite with `opts`, writing into `dir` as it goes: after every measured point
-/// `results.csv` and `results.json` hold every point measured so far (so an interrupted run keeps
-/// its data); the plots and `index.html` are written at the end. `on_point` is called with each
+/// The settings `run.json` records for `opts`.
+pub fn settings(opts: &SuiteOptions) -> Settings {
+    let c = opts.config();
+    Settings {
+        duration_ms: opts.duration.as_millis().try_into().unwrap_or(u64::MAX),
+        repeat: opts.repeat,
+        threads: opts.threads.clone(),
+        only: opts.only.clone(),
+        update_pct: c.update_pct,
+        intervals: c.intervals,
+        writers: c.writers,
+        mmap_pct: c.mmap_pct,
+    }
+}
+
+/// Runs the suite with `opts`, writing into `dir` as it goes: first `run.json` (machine,
+/// commit, settings), then after every measured point `results.csv` and `results.json` with
+/// every point measured so far (so an interrupted run keeps its data, and `aspace report DIR`
+/// can render it); the plots, `headline.md` and `index.html` are written at the end. `on_point` is called with each
 /// measurement after it is on disk; an error from it stops the run. Returns the measurements.
 pub fn run(
     dir: &Path,
@@ -166,23 +184,16 @@ pub fn run(
 ) -> Result<Vec<Measurement>, BenchError> {
     let points = points_for(opts)?;
     std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
+    let run = RunInfo::detect(settings(opts), utc_date(SystemTime::now()));
+    run.write(dir)?;
     let mut so_far = Vec::with_capacity(points.len());
     let ms = run_points(&points, &opts.config(), opts.repeat, false, |m| {
         so_far.push(m.clone());
         write_tables(dir, &so_far)?;
         on_point(m)
     })?;
-    write_results(dir, &ms)?;
+    write_results(dir, &ms, Some(&run))?;
     Ok(ms)
-}
-
-/// Writes `text` to `dir/name` through a temporary file and a rename, so a reader (or an
-/// interrupted run) never sees a half-written file.
-fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), BenchError> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).map_err(|e| BenchError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| BenchError::io(path, e))
 }
 
 /// Writes `results.csv` and `results.json` into `dir` (which must exist).
@@ -191,16 +202,16 @@ pub fn write_tables(dir: &Path, ms: &[Measurement]) -> Result<(), BenchError> {
     write_file(dir, "results.json", &json_array(ms)?)
 }
 
-/// Writes `results.csv`, `results.json`, the plots and `index.html` into `dir` (created).
-pub fn write_results(dir: &Path, ms: &[Measurement]) -> Result<(), BenchError> {
+/// Writes `results.csv`, `results.json`, the plots, `headline.md` and `index.html` into `dir`
+/// (created), with `run` on the page.
+pub fn write_results(
+    dir: &Path,
+    ms: &[Measurement],
+    run: Option<&RunInfo>,
+) -> Result<(), BenchError> {
     std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
     write_tables(dir, ms)?;
-    write_plots(dir, ms)?;
-    let title = format!(
-        "aspace results {}",
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("")
-    );
-    write_file(dir, "index.html", &index_html(&title, ms))
+    render(dir, ms, run, None)
 }
 
 /// `YYYYmmdd-HHMMSS` in UTC.
@@ -213,6 +224,20 @@ pub fn timestamp(t: SystemTime) -> String {
         rem / 3600,
         rem % 3600 / 60,
         rem % 60
+    )
+}
+
+/// `YYYY-mm-dd HH:MM:SS UTC`.
+pub fn utc_date(t: SystemTime) -> String {
+    let ts = timestamp(t);
+    format!(
+        "{}-{}-{} {}:{}:{} UTC",
+        &ts[0..4],
+        &ts[4..6],
+        &ts[6..8],
+        &ts[9..11],
+        &ts[11..13],
+        &ts[13..15]
     )
 }
 
@@ -239,6 +264,7 @@ mod tests {
         assert_eq!(timestamp(UNIX_EPOCH), "19700101-000000");
         let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3_723); // 2000-02-29 01:02:03
         assert_eq!(timestamp(t), "20000229-010203");
+        assert_eq!(utc_date(t), "2000-02-29 01:02:03 UTC");
     }
 
     #[test]
@@ -256,8 +282,14 @@ mod tests {
             extra: Default::default(),
         };
         let dir = std::env::temp_dir().join(format!("aspace-suite-test-{}", std::process::id()));
-        write_results(&dir, std::slice::from_ref(&m)).unwrap();
-        for f in ["results.csv", "results.json", "ds-map.svg", "index.html"] {
+        write_results(&dir, std::slice::from_ref(&m), None).unwrap();
+        for f in [
+            "results.csv",
+            "results.json",
+            "ds-map.svg",
+            "index.html",
+            "headline.md",
+        ] {
             assert!(dir.join(f).is_file(), "{f} missing");
         }
         let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
@@ -347,6 +379,10 @@ mod tests {
         let back: Vec<Measurement> = serde_json::from_str(&json).unwrap();
         assert_eq!(back.len(), 2);
         assert!(!dir.join("index.html").exists());
+        // run.json was written before the first point, so the run can be rendered later.
+        let run = RunInfo::read(&dir).unwrap().unwrap();
+        assert_eq!(run.settings.threads, [1]);
+        assert_eq!(run.settings.only, ["rcu-read"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -134,6 +134,19 @@ pub trait Workload: Send + Sync {
     /// The design the report compares the others to, if a comparison is meaningful.
     fn baseline(&self) -> Option<Baseline>;
 
+    /// The paper figure this workload mirrors (`"RadixVM §5.1, Fig. 5 (local)"`), for the
+    /// report; `None` when it mirrors none.
+    fn mirrors(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether the report shows this workload as a latency (ns per operation, lower is better)
+    /// rather than a throughput: true where one operation is a wait whose duration is the
+    /// result (`rcu-gp`'s `synchronize()`), so that a plot does not read "0.000 Mops/s".
+    fn report_as_latency(&self) -> bool {
+        false
+    }
+
     /// Whether, for measurement `m`, throughput at more threads is scaling of the same work (the
     /// report's `x vs 1T` column). `rcu-gp` says no (its extra threads are readers, not more
     /// synchronisers), as does `rcu-update` in its one-updater mode.

@@ -338,3 +338,50 @@ fn bad_suite_options_are_refused_before_anything_is_written() {
     assert!(!cwd.join("results").exists());
     std::fs::remove_dir_all(&cwd).unwrap();
 }
+
+#[test]
+fn report_on_a_missing_directory_exits_2_with_one_line() {
+    let out = aspace(&["report", "/nonexistent/aspace-results-dir"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("not a usable results directory: /nonexistent/aspace-results-dir"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn report_renders_a_results_directory_again() {
+    let dir = scratch("report");
+    std::fs::write(
+        dir.join("results.json"),
+        r#"[{"workload":"local","design":"linux","threads":1,"ops_per_sec":1e5,
+             "ns_per_op":1e4,"repeat":1,"min_ops_per_sec":1e5,"max_ops_per_sec":1e5,
+             "duration_ms":100},
+            {"workload":"local","design":"coarse","threads":1,"ops_per_sec":4e6,
+             "ns_per_op":250,"repeat":1,"min_ops_per_sec":4e6,"max_ops_per_sec":4e6,
+             "duration_ms":100}]"#,
+    )
+    .unwrap();
+    let out = aspace(&["report", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(
+        html.contains("40x the baseline <code>linux</code>"),
+        "{html}"
+    );
+    for f in ["local.svg", "headline.svg", "headline.md"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    // Invalid JSON is refused the same way.
+    std::fs::write(dir.join("results.json"), "[{").unwrap();
+    let out = aspace(&["report", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -63,6 +63,7 @@ impl VmBench for Alloc {
     const NAME: &'static str = "alloc";
     const ABOUT: &'static str =
         "mmap 256 KiB anonymous, never unmapped (budgeted resets excluded) [SOSP'25 Fig. 14]";
+    const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.2, Fig. 14 (Alloc)");
     const BREAKDOWN: bool = true;
 
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {

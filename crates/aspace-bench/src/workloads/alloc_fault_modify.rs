@@ -31,6 +31,7 @@ impl VmBench for AllocFaultModify {
     const NAME: &'static str = "alloc-fault-modify";
     const ABOUT: &'static str =
         "mmap 2 MiB, write every page (512 faults), munmap [SOSP'25 Fig. 14]";
+    const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.2, Fig. 14 (Alloc + Fault + Modify)");
 
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
         let faults_before = driver.faults();

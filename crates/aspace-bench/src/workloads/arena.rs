@@ -134,6 +134,8 @@ pub trait DsWorkload: MapBench + Send + Sync {
     const NAME: &'static str;
     /// What each thread does, for `aspace list`.
     const ABOUT: &'static str;
+    /// The paper figure it mirrors ([`Workload::mirrors`]).
+    const MIRRORS: Option<&'static str> = None;
 }
 
 impl<B: DsWorkload> Workload for B {
@@ -142,6 +144,9 @@ impl<B: DsWorkload> Workload for B {
     }
     fn about(&self) -> &'static str {
         B::ABOUT
+    }
+    fn mirrors(&self) -> Option<&'static str> {
+        B::MIRRORS
     }
     fn designs(&self) -> &'static [&'static str] {
         DESIGNS

@@ -43,6 +43,7 @@ impl DsWorkload for DsAlloc {
     const NAME: &'static str = "ds-alloc";
     const ABOUT: &'static str =
         "allocate 16 KiB intervals first-fit in the thread's own arena [SOSP'25 Fig. 12]";
+    const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.1, Fig. 12 (Alloc)");
 }
 
 impl MapBench for DsAlloc {

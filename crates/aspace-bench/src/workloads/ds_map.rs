@@ -30,6 +30,7 @@ impl DsWorkload for DsMap {
     const NAME: &'static str = "ds-map";
     const ABOUT: &'static str =
         "remove (map to None) random intervals of the thread's own arena [SOSP'25 Fig. 12]";
+    const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.1, Fig. 12 (Map)");
 }
 
 impl MapBench for DsMap {

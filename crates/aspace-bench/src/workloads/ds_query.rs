@@ -44,6 +44,7 @@ impl DsWorkload for DsQuery {
     const NAME: &'static str = "ds-query";
     const ABOUT: &'static str =
         "query random addresses of the thread's own pre-populated arena [SOSP'25 Fig. 12]";
+    const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.1, Fig. 12 (Query)");
 }
 
 impl MapBench for DsQuery {

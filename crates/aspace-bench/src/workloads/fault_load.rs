@@ -110,6 +110,7 @@ impl VmBench for FaultLoad {
     const NAME: &'static str = "fault-load";
     const ABOUT: &'static str =
         "soft faults while thread 0 spends --mmap-pct of its time in mmap/munmap [ASPLOS'12 Fig. 18]";
+    const MIRRORS: Option<&'static str> = Some("ASPLOS'12 (Bonsai) §7.3, Fig. 18");
     const THREAD_SCALING: bool = false;
 
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {

@@ -88,6 +88,7 @@ impl VmBench for Global {
     const NAME: &'static str = "global";
     const ABOUT: &'static str =
         "map own 64 KiB part of a shared region, all threads write all its pages [RadixVM Fig. 5]";
+    const MIRRORS: Option<&'static str> = Some("RadixVM §5.1, Fig. 5 (global)");
 
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
         let total_pages = threads as u64 * PART_PAGES;

@@ -69,6 +69,9 @@ impl Workload for CounterWorkload {
             "try_add(1)/sub(1) pairs on a limit counter far from its limit [SOSP'25 5.3]"
         }
     }
+    fn mirrors(&self) -> Option<&'static str> {
+        Some("SOSP'25 §3.5, §5.3 (the counter of Fig. 14's breakdown)")
+    }
     fn designs(&self) -> &'static [&'static str] {
         DESIGNS
     }

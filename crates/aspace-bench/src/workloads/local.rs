@@ -73,6 +73,7 @@ impl VmBench for Local {
     const NAME: &'static str = "local";
     const ABOUT: &'static str =
         "mmap a private 4 KiB page, write it, munmap it; floor_ns = zero one frame [RadixVM Fig. 5]";
+    const MIRRORS: Option<&'static str> = Some("RadixVM §5.1, Fig. 5 (local)");
 
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
         let floor = floor_ns();

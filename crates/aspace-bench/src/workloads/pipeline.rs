@@ -108,6 +108,7 @@ impl VmBench for Pipeline {
     const NAME: &'static str = "pipeline";
     const ABOUT: &'static str =
         "map+write a page, pass it to the next thread, which writes and munmaps it [RadixVM Fig. 5]";
+    const MIRRORS: Option<&'static str> = Some("RadixVM §5.1, Fig. 5 (pipeline)");
 
     fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
         let rings: Vec<Ring> = (0..threads).map(|_| Ring::default()).collect();

@@ -32,6 +32,9 @@ impl Workload for RcuGp {
     fn about(&self) -> &'static str {
         "thread 0 times synchronize() while threads 1.. run short read sections"
     }
+    fn report_as_latency(&self) -> bool {
+        true
+    }
     fn designs(&self) -> &'static [&'static str] {
         &["memb", "qsbr"]
     }

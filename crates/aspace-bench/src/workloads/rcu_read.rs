@@ -41,6 +41,9 @@ impl Workload for RcuRead {
     fn about(&self) -> &'static str {
         "traverse a shared 5-element list, one read-side section per traversal [thesis 6.2]"
     }
+    fn mirrors(&self) -> Option<&'static str> {
+        Some("thesis §6.2, Fig. 6.1")
+    }
     fn designs(&self) -> &'static [&'static str] {
         &["none", "memb", "qsbr", "mutex", "rwlock", "crossbeam-epoch"]
     }

@@ -72,6 +72,9 @@ impl Workload for RcuUpdate {
     fn about(&self) -> &'static str {
         "same list; --update-pct of operations replace its head (100: 1 updater + readers) [thesis 6.3]"
     }
+    fn mirrors(&self) -> Option<&'static str> {
+        Some("thesis §6.3, Fig. 6.2-6.3")
+    }
     fn designs(&self) -> &'static [&'static str] {
         &["memb", "qsbr", "crossbeam-epoch", "mutex", "rwlock"]
     }

@@ -70,6 +70,9 @@ impl Workload for ReadersWriters {
         "query 1,000 present intervals while --writers threads insert/delete unrelated keys \
          [RadixVM Fig. 6]"
     }
+    fn mirrors(&self) -> Option<&'static str> {
+        Some("RadixVM §5.5, Fig. 6-7")
+    }
     fn designs(&self) -> &'static [&'static str] {
         DESIGNS
     }

@@ -385,6 +385,8 @@ pub trait VmBench: Send + Sync {
     const NAME: &'static str;
     /// What each thread does, for `aspace list`.
     const ABOUT: &'static str;
+    /// The paper figure it mirrors ([`Workload::mirrors`]).
+    const MIRRORS: Option<&'static str> = None;
     /// Whether more threads do more of the same work (the report's `x vs 1T`).
     const THREAD_SCALING: bool = true;
     /// Whether the workload also runs the [`BREAKDOWN`] variants of `interval`.
@@ -403,6 +405,9 @@ impl<B: VmBench> Workload for Vm<B> {
     }
     fn about(&self) -> &'static str {
         B::ABOUT
+    }
+    fn mirrors(&self) -> Option<&'static str> {
+        B::MIRRORS
     }
     fn designs(&self) -> &'static [&'static str] {
         if B::BREAKDOWN {
