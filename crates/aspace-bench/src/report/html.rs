@@ -138,12 +138,17 @@ fn cell_text(latency: bool, c: &Cell) -> String {
     } else {
         (c.hi, c.lo)
     };
-    format!(
-        "{} <small>[{}-{}]</small>",
-        esc(&value(latency, c.median)),
-        esc(&value(latency, a)),
-        esc(&value(latency, b))
-    )
+    let (median, a, b) = (
+        value(latency, c.median),
+        value(latency, a),
+        value(latency, b),
+    );
+    if a == b {
+        // One repeat, or repeats that agree to three digits: no range to show.
+        esc(&median)
+    } else {
+        format!("{} <small>[{}-{}]</small>", esc(&median), esc(&a), esc(&b))
+    }
 }
 
 fn ratio_table_html(h: &mut String, t: &RatioTable) {
@@ -490,6 +495,8 @@ mod tests {
             // The ratio table: scaling and vs baseline.
             "<th>vs linux at 2T</th>",
             "<td>0.75x</td>",
+            // Ranges: [min-max] of the repeats.
+            "3M <small>[2.7M-3.3M]</small>",
             // Latency workloads are shown as latencies.
             "ns per op (median [min-max], lower is better)",
             "20 µs",
