@@ -303,8 +303,16 @@ pub(crate) mod tests {
         }
         // No tick reads like the old "0.01" Mops/s axis.
         assert!(!has("0.01"));
-        // The dashed baseline is drawn as separate short segments; the other design is one line.
-        assert!(svg.matches("<polyline").count() > 4, "{svg}");
+        // The dashed baseline is drawn as many short segments; the other design is one line
+        // (plus its error bars, caps and legend sample: 8 paths).
+        let paths_in = |color: &str| {
+            svg.split("<polyline")
+                .skip(1)
+                .filter(|p| p.split('>').next().unwrap().contains(color))
+                .count()
+        };
+        assert!(paths_in("#222222") >= 15, "{}", paths_in("#222222"));
+        assert_eq!(paths_in("#0072B2"), 8);
         // The legend is right of the chart: its text starts beyond the chart's width.
         let x_of = |label: &str| texts.iter().find(|(_, t)| t == label).unwrap().0;
         assert!(x_of("coarse") >= SIZE.0 - LEGEND_WIDTH);
