@@ -28,7 +28,7 @@ use crate::error::BenchError;
 use crate::harness::{run_points, Point};
 use crate::limits::{check_duration_ms, check_repeat, check_threads};
 use crate::measurement::Measurement;
-use crate::render::{render, write_file};
+use crate::render::render;
 use crate::report::machine::{RunInfo, Settings};
 use crate::report::{csv, json_array};
 use crate::workload::Config;
@@ -175,8 +175,9 @@ pub fn settings(opts: &SuiteOptions) -> Settings {
 /// Runs the suite with `opts`, writing into `dir` as it goes: first `run.json` (machine,
 /// commit, settings), then after every measured point `results.csv` and `results.json` with
 /// every point measured so far (so an interrupted run keeps its data, and `aspace report DIR`
-/// can render it); the plots, `headline.md` and `index.html` are written at the end. `on_point` is called with each
-/// measurement after it is on disk; an error from it stops the run. Returns the measurements.
+/// can render it); the plots, `headline.md` and `index.html` are written at the end.
+/// `on_point` is called with each measurement after it is on disk; an error from it stops the
+/// run. Returns the measurements.
 pub fn run(
     dir: &Path,
     opts: &SuiteOptions,
@@ -195,6 +196,10 @@ pub fn run(
     write_results(dir, &ms, Some(&run))?;
     Ok(ms)
 }
+
+/// Writes `text` to `dir/name` through a temporary file and a rename (now in `render.rs`, which
+/// also writes the pages; kept reachable here for the suite's other writers).
+pub(crate) use crate::render::write_file;
 
 /// Writes `results.csv` and `results.json` into `dir` (which must exist).
 pub fn write_tables(dir: &Path, ms: &[Measurement]) -> Result<(), BenchError> {
