@@ -86,6 +86,7 @@ mod tests {
     const ONE: &str = r#"[{"workload":"local","design":"interval","cores":2,"rounds":10,
         "ops":20,"conflicts_per_op":0.5,"max_conflicts_per_op":3,"rcu_conflicts_per_op":0.1,
         "lines":[{"site":"a.rs:1","per_op":0.1},{"site":"b.rs:2","per_op":0.4}],
+        "warmup":2,"rcu_lines":[{"site":"rcu.rs:9","per_op":0.1}],
         "written_by":"a newer aspace"}]"#;
 
     #[test]

@@ -403,7 +403,7 @@ fn files_section(h: &mut String, p: &Page<'_>) {
     if let Some(svg) = p.headline_svg {
         let _ = writeln!(
             h,
-            "<li><a href=\"{f}\">{f}</a>: the headline plot",
+            "<li><a href=\"{f}\">{f}</a>: the headline plot</li>",
             f = esc(svg)
         );
     }
