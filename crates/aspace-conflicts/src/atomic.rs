@@ -130,6 +130,17 @@ macro_rules! recording_int {
                 self.0.into_inner()
             }
 
+            /// The atomic at `ptr` (as `std`'s `from_ptr`; not recorded).
+            ///
+            /// # Safety
+            /// As for `std::sync::atomic::*::from_ptr`: `ptr` is aligned for the atomic, valid
+            /// for reads and writes for `'a`, and only accessed atomically during `'a`.
+            pub unsafe fn from_ptr<'a>(ptr: *mut $int) -> &'a Self {
+                // SAFETY: `Self` is `repr(transparent)` over the std atomic, which has the size
+                // and alignment of the integer; the caller guarantees the rest.
+                unsafe { &*(ptr as *const Self) }
+            }
+
             /// A raw pointer to the value (not recorded).
             pub const fn as_ptr(&self) -> *mut $int {
                 self.0.as_ptr()

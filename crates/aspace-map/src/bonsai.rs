@@ -66,7 +66,7 @@ use crate::sync::{AtomicUsize, Ordering};
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use node::Node;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use retire::Retired;
 use std::ops::{ControlFlow, Range};
 use tree::RawTree;

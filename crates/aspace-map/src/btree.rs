@@ -31,7 +31,8 @@ use crate::fault::AllocBudget;
 use crate::free_gaps::FreeGaps;
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
-use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
+use crate::sync::RwLock;
+use parking_lot::{MappedRwLockReadGuard, RwLockReadGuard};
 use std::collections::BTreeMap;
 use std::ops::{ControlFlow, Range};
 

@@ -109,7 +109,8 @@ use readers::{ReaderPool, SLOTS};
 use retire::{RetireList, Retired};
 use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use crate::sync::stat::AtomicIsize;
+use std::sync::atomic::Ordering;
 use traverse::Position;
 
 /// The SOSP'25 concurrent interval skiplist (see the module doc).

@@ -11,7 +11,8 @@
 
 use crate::shootdown::{CoreId, Round};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 
 /// One core's event counters.
 #[derive(Debug, Default)]

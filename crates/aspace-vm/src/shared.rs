@@ -18,7 +18,8 @@ use crate::region::AnonId;
 use crate::semantics::Bounds;
 use crate::shootdown::{Shootdown, ShootdownPolicy};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 
 /// Anon identities a core takes from the shared counter at once.
 const ANON_BLOCK: u64 = 1 << 16;

@@ -148,7 +148,8 @@ use crate::error::VmError;
 use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 use crate::tlb::Tlb;
 use crossbeam_utils::{Backoff, CachePadded};
-use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
+use crate::sync::stat::AtomicU64 as StatCounter;
+use std::sync::atomic::Ordering as StatOrdering;
 
 /// A registered core's index into the shootdown slots (and the space's other per-core arrays).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -16,7 +16,8 @@
 use super::link::{ptr, tag, Tag};
 use super::node::{Kind, Node, MAX_HEIGHT};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+use crate::sync::stat::AtomicUsize as StdAtomicUsize;
+use std::sync::atomic::Ordering as StdOrdering;
 
 /// The list: a head sentinel of height `MAX_HEIGHT` and the number of levels in use.
 pub(crate) struct RawSkipList<V> {

@@ -16,8 +16,9 @@
 
 use aspace_rcu::{Domain, Guard, Reader};
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::Mutex;
+use crate::sync::stat::AtomicUsize;
+use std::sync::atomic::Ordering;
 
 /// Number of slots (and `len` stripes).
 pub(crate) const SLOTS: usize = 64;

@@ -42,7 +42,8 @@ use super::node::Node;
 use super::readers::SlotLocal;
 use aspace_rcu::Domain;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Nodes per grace-period callback.

@@ -125,7 +125,8 @@ use crate::types::{Access, Prot, RegionInfo, Sharing, PAGE_SIZE};
 use aspace_map::{ArenaAllocError, ArenaLayout, IntervalMap, SkipListMap, KEY_SPACE_END};
 use aspace_sync::{AtomicCounter, Counter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 use window::Window;
 
 /// Per-core locks of the hybrid lock at most (more cores share them by group, §5.1).

@@ -108,7 +108,8 @@ use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
 use pool::{Retired, Table, TablePool, TablePtr, RETIRE_BATCH};
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
+use crate::sync::stat::AtomicU64 as StatCounter;
+use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
 /// Why `fill` failed.

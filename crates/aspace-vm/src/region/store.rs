@@ -35,7 +35,8 @@ use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 
 /// What a store keeps for one region (besides the key it is found by).
 #[derive(Debug)]
