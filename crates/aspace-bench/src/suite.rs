@@ -178,7 +178,7 @@ pub fn run(
 
 /// Writes `text` to `dir/name` through a temporary file and a rename, so a reader (or an
 /// interrupted run) never sees a half-written file.
-fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), BenchError> {
+pub(crate) fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), BenchError> {
     let path = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, text).map_err(|e| BenchError::io(&tmp, e))?;
