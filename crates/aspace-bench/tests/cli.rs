@@ -338,3 +338,32 @@ fn bad_suite_options_are_refused_before_anything_is_written() {
     assert!(!cwd.join("results").exists());
     std::fs::remove_dir_all(&cwd).unwrap();
 }
+
+#[cfg(not(feature = "conflicts"))]
+#[test]
+fn conflicts_without_the_instrumented_build_says_how_to_run_it() {
+    let out = aspace(&["conflicts", "local", "--cores", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cargo run --release --features conflicts -- conflicts local"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn conflicts_refuses_linux_and_bad_core_counts_with_status_2() {
+    for args in [
+        &["conflicts", "local", "--designs", "linux"][..],
+        &["conflicts", "local", "--cores", "0"],
+        &["conflicts", "local", "--cores", "257"],
+        &["conflicts", "rcu-read"],
+    ] {
+        let out = aspace(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -23,15 +23,15 @@ pub(crate) use {
     std::sync::atomic::Ordering,
 };
 
-#[cfg(not(all(not(loom), feature = "conflicts")))]
-pub(crate) use parking_lot::{Mutex, RwLock};
 #[cfg(all(not(loom), feature = "conflicts"))]
 pub(crate) use aspace_conflicts::lock::{Mutex, RwLock};
+#[cfg(not(all(not(loom), feature = "conflicts")))]
+pub(crate) use parking_lot::{Mutex, RwLock};
 
 /// Atomics outside the loom-checked protocols (see the module doc): `std` except under the audit.
 pub(crate) mod stat {
-    #[cfg(not(all(not(loom), feature = "conflicts")))]
-    pub(crate) use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize};
     #[cfg(all(not(loom), feature = "conflicts"))]
     pub(crate) use aspace_conflicts::atomic::{AtomicIsize, AtomicU64, AtomicUsize};
+    #[cfg(not(all(not(loom), feature = "conflicts")))]
+    pub(crate) use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize};
 }

@@ -10,12 +10,12 @@
 //! to the OS scheduler) in the real build, `loom::thread::yield_now` under loom, which must see
 //! every iteration of a wait loop to explore the other threads.
 
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use aspace_conflicts::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 #[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
-#[cfg(all(not(loom), feature = "conflicts"))]
-pub(crate) use aspace_conflicts::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;
 

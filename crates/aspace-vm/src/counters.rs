@@ -10,8 +10,8 @@
 //! and flush counts (`shootdown.rs`).
 
 use crate::shootdown::{CoreId, Round};
-use crossbeam_utils::CachePadded;
 use crate::sync::stat::AtomicU64;
+use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering;
 
 /// One core's event counters.

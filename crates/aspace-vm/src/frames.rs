@@ -64,11 +64,11 @@
 
 use crate::error::{Limit, VmError};
 use crate::reservation::Reservation;
+use crate::sync::stat::{AtomicI64, AtomicU64, Mutex};
 use crate::types::PAGE_SIZE;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::marker::PhantomData;
-use crate::sync::stat::{AtomicI64, AtomicU64, Mutex};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -46,12 +46,12 @@ pub(crate) mod stat {
     };
 }
 
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use aspace_conflicts::lock::Mutex;
 /// A mutex with `parking_lot`'s API (`lock()` returns the guard, no poisoning): `parking_lot`'s
 /// own in the real build, loom's (so that the model schedules around it) under `--cfg loom`.
 #[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use parking_lot::Mutex;
-#[cfg(all(not(loom), feature = "conflicts"))]
-pub(crate) use aspace_conflicts::lock::Mutex;
 
 /// The loom half of the [`Mutex`] shim.
 #[cfg(loom)]

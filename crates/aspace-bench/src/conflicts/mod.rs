@@ -157,15 +157,13 @@ impl Plan {
                                 .into(),
                         ));
                     }
-                    known
-                        .iter()
-                        .copied()
-                        .find(|k| k == d)
-                        .ok_or_else(|| BenchError::UnknownDesign {
+                    known.iter().copied().find(|k| k == d).ok_or_else(|| {
+                        BenchError::UnknownDesign {
                             workload: workload.to_string(),
                             design: d.clone(),
                             known: known.join(", "),
-                        })
+                        }
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()?
         };
@@ -378,7 +376,8 @@ mod tests {
 
     #[test]
     fn merge_replaces_same_points_and_keeps_others() {
-        let dir = std::env::temp_dir().join(format!("aspace-conflicts-merge-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("aspace-conflicts-merge-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         merge_into(&dir, &[row("coarse", 2, 1.0), row("interval", 2, 0.5)]).unwrap();
         merge_into(&dir, &[row("interval", 2, 0.0), row("interval", 4, 0.0)]).unwrap();

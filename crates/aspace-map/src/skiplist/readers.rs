@@ -14,10 +14,10 @@
 //!
 //! Not for: queries (they take the caller's guard).
 
+use crate::sync::stat::AtomicUsize;
+use crate::sync::Mutex;
 use aspace_rcu::{Domain, Guard, Reader};
 use crossbeam_utils::CachePadded;
-use crate::sync::Mutex;
-use crate::sync::stat::AtomicUsize;
 use std::sync::atomic::Ordering;
 
 /// Number of slots (and `len` stripes).

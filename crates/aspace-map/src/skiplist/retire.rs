@@ -40,9 +40,9 @@
 
 use super::node::Node;
 use super::readers::SlotLocal;
+use crate::sync::stat::AtomicU64;
 use aspace_rcu::Domain;
 use std::collections::VecDeque;
-use crate::sync::stat::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -121,11 +121,11 @@ use crate::region::store::{RegionRef, StoredRegion};
 use crate::region::{AnonId, Attrs, Region};
 use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
+use crate::sync::stat::AtomicU64;
 use crate::types::{Access, Prot, RegionInfo, Sharing, PAGE_SIZE};
 use aspace_map::{ArenaAllocError, ArenaLayout, IntervalMap, SkipListMap, KEY_SPACE_END};
 use aspace_sync::{AtomicCounter, Counter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
-use crate::sync::stat::AtomicU64;
 use std::sync::atomic::Ordering;
 use window::Window;
 

@@ -19,9 +19,9 @@
 
 use super::entry::{ENTRIES, LEVELS};
 use super::users::LeafUsers;
+use crate::sync::stat::AtomicU64 as StatCounter;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::ptr::NonNull;
-use crate::sync::stat::AtomicU64 as StatCounter;
 use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
