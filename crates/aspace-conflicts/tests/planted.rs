@@ -202,3 +202,24 @@ fn rcu_scoped_and_background_accesses_are_counted_apart() {
     });
     assert!(!record::is_recording());
 }
+
+#[test]
+fn a_core_touching_its_own_line_inside_and_outside_rcu_scopes_does_not_conflict() {
+    let counters: Vec<CachePadded<AtomicU64>> = (0..CORES)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let r = run_rounds(
+        CORES,
+        ROUNDS,
+        |_| (),
+        |_, core, _| {
+            counters[core].fetch_add(1, Ordering::Relaxed);
+            let _rcu = rcu_scope();
+            counters[core].fetch_add(1, Ordering::Relaxed);
+        },
+        |_, _| {},
+    );
+    let a = analyze(&r.ops, &r.background, WARMUP);
+    assert_eq!(a.conflicts_per_op, 0.0, "{a:?}");
+    assert_eq!(a.rcu_conflicts_per_op, 0.0, "{a:?}");
+}
