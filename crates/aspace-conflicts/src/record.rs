@@ -11,6 +11,11 @@
 //! thread, mostly) append to one global *background* log stamped with the current round
 //! ([`set_round`]); the analysis counts those accesses as RCU machinery.
 //!
+//! The global flags are `Relaxed`: the runner changes them between barriers, which order them
+//! for the operating threads; a background thread may stamp an access with the round before or
+//! after the one it happened in (it is not synchronised with the barriers), which the analysis's
+//! same-or-next-round window mostly absorbs: background figures are approximate by one round.
+//!
 //! Invariants: the fast path when nothing records is one thread-local `bool` load and one relaxed
 //! load of a global flag, no allocation; the recorder itself uses only std types, never the
 //! shim, so it cannot recurse.
