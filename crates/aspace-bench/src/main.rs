@@ -260,9 +260,6 @@ fn list() {
 
 fn conflicts(args: &ConflictsArgs) -> Result<(), BenchError> {
     use aspace_bench::conflicts::{self as audit, Plan};
-    if !audit::INSTRUMENTED {
-        return Err(BenchError::NotInstrumented(args.workload.clone()));
-    }
     let plan = Plan::new(
         &args.workload,
         &args.designs,
@@ -270,6 +267,9 @@ fn conflicts(args: &ConflictsArgs) -> Result<(), BenchError> {
         args.rounds,
         args.warmup,
     )?;
+    if !audit::INSTRUMENTED {
+        return Err(BenchError::NotInstrumented(args.workload.clone()));
+    }
     if !args.json {
         print!("{}", audit::table_header());
     }

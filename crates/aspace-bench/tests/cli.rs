@@ -355,15 +355,29 @@ fn conflicts_without_the_instrumented_build_says_how_to_run_it() {
 
 #[test]
 fn conflicts_refuses_linux_and_bad_core_counts_with_status_2() {
-    for args in [
-        &["conflicts", "local", "--designs", "linux"][..],
-        &["conflicts", "local", "--cores", "0"],
-        &["conflicts", "local", "--cores", "257"],
-        &["conflicts", "rcu-read"],
+    for (args, says) in [
+        (
+            &["conflicts", "local", "--designs", "linux"][..],
+            "cannot be audited",
+        ),
+        (
+            &["conflicts", "local", "--cores", "0"],
+            "--cores must be in 1..=256",
+        ),
+        (
+            &["conflicts", "local", "--cores", "257"],
+            "--cores must be in 1..=256",
+        ),
+        (&["conflicts", "rcu-read"], "unknown workload `rcu-read`"),
+        (
+            &["conflicts", "local", "--rounds", "4", "--warmup", "4"],
+            "--warmup",
+        ),
     ] {
         let out = aspace(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }
