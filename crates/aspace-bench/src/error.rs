@@ -33,6 +33,12 @@ pub enum BenchError {
     /// an update share above 100 %; see [`crate::limits`]).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// `aspace conflicts` in a binary built without the instrumentation.
+    #[error(
+        "aspace conflicts needs the instrumented build: \
+         cargo run --release --features conflicts -- conflicts {0}"
+    )]
+    NotInstrumented(String),
     /// Writing the results directory failed.
     #[error("cannot write {path}: {source}")]
     Io {

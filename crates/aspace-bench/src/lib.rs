@@ -14,6 +14,8 @@
 //! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
 //!   `ds-alloc`, `ds-map`, `readers-writers`, and the address-space workloads `alloc`,
 //!   `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load` over `workloads/vm.rs`);
+//! - [`conflicts`]: `aspace conflicts`, the cache-line conflict audit (instrumented with the
+//!   `conflicts` feature);
 //! - [`limits`]: the maxima of the command line's thread counts, durations and repeats;
 //! - [`error`]: why a run was refused or failed.
 //!
@@ -24,6 +26,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod conflicts;
 pub mod error;
 pub mod harness;
 pub mod limits;

@@ -10,6 +10,10 @@
 //! - `aspace list`: workloads, what each thread does, and their designs;
 //! - `aspace report <DIR>`: renders a results directory's plots, `headline.md` and `index.html`
 //!   again from its `results.json` (+ `run.json`, `conflicts.json` when present).
+//! - `aspace conflicts <workload> [--designs a,b] [--cores 2,4,16,64,128] [--rounds R]
+//!   [--warmup W] [--json] [--out DIR]`: the cache-line conflict audit (see
+//!   `aspace_bench::conflicts`); it needs the instrumented build (`cargo run --release
+//!   --features conflicts -- conflicts ...`) and otherwise exits 2 with that one line.
 //!
 //! The process allocator is mimalloc (see [`GLOBAL`]), as the papers' evaluations avoid glibc
 //! malloc as a bottleneck.
@@ -79,6 +83,32 @@ enum Command {
         /// The results directory (`results/<timestamp>`).
         dir: std::path::PathBuf,
     },
+    /// Cache-line conflict audit of a VM workload (needs `--features conflicts`).
+    Conflicts(ConflictsArgs),
+}
+
+#[derive(Args, Debug)]
+struct ConflictsArgs {
+    /// VM workload: local, alloc, alloc-fault-modify, pipeline, global, fault-load.
+    workload: String,
+    /// Comma-separated engine designs (default: all of them; `linux` cannot be audited).
+    #[arg(long, value_delimiter = ',')]
+    designs: Vec<String>,
+    /// Comma-separated core (thread) counts, each 1..=256.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,16,64,128")]
+    cores: Vec<usize>,
+    /// Rounds per point (one operation per core per round).
+    #[arg(long, default_value_t = aspace_bench::conflicts::DEFAULT_ROUNDS)]
+    rounds: u64,
+    /// Warm-up rounds not counted (steady state).
+    #[arg(long, default_value_t = aspace_bench::conflicts::DEFAULT_WARMUP)]
+    warmup: u64,
+    /// Print one JSON object per design and core count per line, nothing else.
+    #[arg(long)]
+    json: bool,
+    /// Also merge the rows into DIR/conflicts.json (same workload/design/cores replaced).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -238,6 +268,40 @@ fn list() {
     }
 }
 
+fn conflicts(args: &ConflictsArgs) -> Result<(), BenchError> {
+    use aspace_bench::conflicts::{self as audit, Plan};
+    let plan = Plan::new(
+        &args.workload,
+        &args.designs,
+        &args.cores,
+        args.rounds,
+        args.warmup,
+    )?;
+    if !audit::INSTRUMENTED {
+        return Err(BenchError::NotInstrumented(args.workload.clone()));
+    }
+    if !args.json {
+        print!("{}", audit::table_header());
+    }
+    let rows = audit::run(&plan, |row| {
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            let _ = writeln!(out, "{}", serde_json::to_string(row)?);
+        } else {
+            let _ = write!(out, "{}", audit::table_row(row));
+        }
+        let _ = out.flush();
+        Ok(())
+    })?;
+    if let Some(dir) = &args.out {
+        audit::merge_into(dir, &rows)?;
+        if !args.json {
+            println!("merged into {}", dir.join("conflicts.json").display());
+        }
+    }
+    Ok(())
+}
+
 fn default_suite(cli: &Cli) -> Result<(), BenchError> {
     let mut opts = SuiteOptions::default();
     if !cli.threads.is_empty() {
@@ -280,6 +344,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench(args),
         Some(Command::Report { dir }) => aspace_bench::render::report_dir(dir)
             .map(|()| println!("wrote {}", dir.join("index.html").display())),
+        Some(Command::Conflicts(args)) => conflicts(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

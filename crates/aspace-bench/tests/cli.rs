@@ -385,3 +385,46 @@ fn report_renders_a_results_directory_again() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[cfg(not(feature = "conflicts"))]
+#[test]
+fn conflicts_without_the_instrumented_build_says_how_to_run_it() {
+    let out = aspace(&["conflicts", "local", "--cores", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cargo run --release --features conflicts -- conflicts local"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn conflicts_refuses_linux_and_bad_core_counts_with_status_2() {
+    for (args, says) in [
+        (
+            &["conflicts", "local", "--designs", "linux"][..],
+            "cannot be audited",
+        ),
+        (
+            &["conflicts", "local", "--cores", "0"],
+            "--cores must be in 1..=256",
+        ),
+        (
+            &["conflicts", "local", "--cores", "257"],
+            "--cores must be in 1..=256",
+        ),
+        (&["conflicts", "rcu-read"], "unknown workload `rcu-read`"),
+        (
+            &["conflicts", "local", "--rounds", "4", "--warmup", "4"],
+            "--warmup",
+        ),
+    ] {
+        let out = aspace(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -62,11 +62,11 @@ mod update;
 
 use crate::contract::{Interval, IntervalMap, MapError};
 use crate::fault::AllocBudget;
+use crate::sync::Mutex;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use node::Node;
-use parking_lot::Mutex;
 use retire::Retired;
 use std::ops::{ControlFlow, Range};
 use tree::RawTree;

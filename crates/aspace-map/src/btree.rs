@@ -29,9 +29,10 @@
 use crate::contract::{Interval, IntervalMap, MapError, KEY_SPACE_END};
 use crate::fault::AllocBudget;
 use crate::free_gaps::FreeGaps;
+use crate::sync::RwLock;
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
-use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
+use parking_lot::{MappedRwLockReadGuard, RwLockReadGuard};
 use std::collections::BTreeMap;
 use std::ops::{ControlFlow, Range};
 

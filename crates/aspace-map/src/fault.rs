@@ -16,7 +16,8 @@
 //! skiplist nodes; see the crate's lock and RCU contract).
 
 use crate::contract::MapError;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::stat::AtomicUsize;
+use std::sync::atomic::Ordering;
 
 /// The budget value meaning "off".
 const OFF: usize = usize::MAX;

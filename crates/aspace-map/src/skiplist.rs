@@ -98,6 +98,7 @@ pub use arena::{ArenaAllocError, ArenaLayout, SEPARATOR_THRESHOLD};
 
 use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
 use crate::fault::AllocBudget;
+use crate::sync::stat::AtomicIsize;
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
@@ -109,7 +110,7 @@ use readers::{ReaderPool, SLOTS};
 use retire::{RetireList, Retired};
 use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 use traverse::Position;
 
 /// The SOSP'25 concurrent interval skiplist (see the module doc).

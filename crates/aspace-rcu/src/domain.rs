@@ -141,6 +141,7 @@ impl<F: Flavor> Domain<F> {
 
     /// Registers the calling thread as a reader (a `qsbr` reader starts online).
     pub fn register(&self) -> Reader<F> {
+        let _rcu = crate::sync::rcu_scope();
         let core = Arc::clone(&self.inner.core);
         let slot = Arc::new(CachePadded::new(F::new_slot(&core.global)));
         F::on_register(&core.global, &slot);
@@ -158,17 +159,20 @@ impl<F: Flavor> Domain<F> {
     /// reader of it (use [`Reader::synchronize`]): both wait forever for themselves; debug
     /// builds panic instead. Concurrent callers share grace periods.
     pub fn synchronize(&self) {
+        let _rcu = crate::sync::rcu_scope();
         self.core().synchronize();
     }
 
     /// Runs `f` on the reclaimer thread after a grace period.
     pub fn call(&self, f: impl FnOnce() + Send + 'static) {
+        let _rcu = crate::sync::rcu_scope();
         self.core().queue.push(Entry::call(f));
     }
 
     /// Drops `value` on the reclaimer thread after a grace period.
     pub fn defer_drop<T: Send + 'static>(&self, value: T) {
         let ptr = Box::into_raw(Box::new(value));
+        let _rcu = crate::sync::rcu_scope();
         // SAFETY: `ptr` was just made by `Box::into_raw` and is handed over exactly once.
         self.core().queue.push(unsafe { Entry::free_box(ptr) });
     }
@@ -179,6 +183,7 @@ impl<F: Flavor> Domain<F> {
     /// `ptr` came from `Box::into_raw`, is unreachable for readers that start after this call, and
     /// is passed here once.
     pub unsafe fn defer_free<T: Send + 'static>(&self, ptr: *mut T) {
+        let _rcu = crate::sync::rcu_scope();
         // SAFETY: the caller guarantees `ptr` is an owned `Box<T>` pointer passed once.
         self.core().queue.push(unsafe { Entry::free_box(ptr) });
     }
@@ -186,6 +191,7 @@ impl<F: Flavor> Domain<F> {
     /// Waits until every callback queued (by any thread) before this call has run. Must not be
     /// called from a callback (it panics there: it would wait for itself).
     pub fn barrier(&self) {
+        let _rcu = crate::sync::rcu_scope();
         #[cfg(not(loom))]
         {
             assert!(
@@ -284,6 +290,7 @@ impl<F: Flavor> Reader<F> {
     /// online after), which `Domain::synchronize` from an online reader's thread must do.
     /// Must not be called inside a read section.
     pub fn synchronize(&self) {
+        let _rcu = crate::sync::rcu_scope();
         F::reader_synchronize(
             &self.core.global,
             &self.slot,
@@ -295,6 +302,7 @@ impl<F: Flavor> Reader<F> {
 
 impl<F: Flavor> Drop for Reader<F> {
     fn drop(&mut self) {
+        let _rcu = crate::sync::rcu_scope();
         let nesting = F::on_unregister(&self.slot);
         self.core.registry.remove(&self.slot);
         if cfg!(debug_assertions) && nesting != 0 && !std::thread::panicking() {

@@ -7,7 +7,8 @@
 //!
 //! Not for: performance measurement of the read path (readers never touch these).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 
 /// A snapshot of a domain's counters (see [`crate::Domain::stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,12 +14,40 @@
 //! `Mutex` and `Condvar` wrap the std/loom types with a poison-free `lock()`: a panic inside a
 //! critical section (e.g. a debug-build misuse detection) must not wedge the domain.
 //!
-//! Not for: statistics counters (always std atomics, they are not part of any protocol).
+//! With the `conflicts` feature (the conflict audit, `aspace-conflicts`) and not under loom,
+//! `AtomicUsize` is the audit's recording atomic, [`Mutex::lock`] records a write of the mutex's
+//! line, [`stat`] atomics are recorded too, and [`rcu_scope`] marks the RCU machinery (grace
+//! periods, the callback queue, the registry) so that the audit reports it apart from the
+//! operations that call it. Without the feature all of that is the plain std code.
+//!
+//! Not for: statistics counters ([`stat`]: std atomics, they are not part of any protocol; only
+//! the audit swaps them) or the debug-build owner checks (std, debug builds only, never audited).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicUsize};
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use std::sync::atomic::{fence, AtomicUsize};
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use {aspace_conflicts::atomic::AtomicUsize, std::sync::atomic::fence};
+
+/// Statistics atomics: `std` (even under loom) except under the conflict audit.
+pub(crate) mod stat {
+    #[cfg(all(not(loom), feature = "conflicts"))]
+    pub(crate) use aspace_conflicts::atomic::AtomicU64;
+    #[cfg(not(all(not(loom), feature = "conflicts")))]
+    pub(crate) use std::sync::atomic::AtomicU64;
+}
+
+/// Marks the calling thread's accesses as RCU machinery until the returned guard drops (the
+/// conflict audit's [`aspace_conflicts::rcu_scope`]); nothing without the audit.
+#[inline(always)]
+#[must_use = "the scope ends when the guard drops"]
+pub(crate) fn rcu_scope() -> impl Sized {
+    #[cfg(all(not(loom), feature = "conflicts"))]
+    {
+        aspace_conflicts::rcu_scope()
+    }
+}
 
 #[cfg(loom)]
 use loom::sync as inner;
@@ -38,7 +66,14 @@ impl<T> Mutex<T> {
         Self(inner::Mutex::new(value))
     }
 
+    #[cfg_attr(all(not(loom), feature = "conflicts"), track_caller)]
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        #[cfg(all(not(loom), feature = "conflicts"))]
+        aspace_conflicts::record::access(
+            self as *const Self as usize,
+            true,
+            std::panic::Location::caller(),
+        );
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -1,4 +1,5 @@
-//! Synchronization shim: `loom` atomics under `--cfg loom`, `std` ones otherwise.
+//! Synchronization shim: `loom` atomics under `--cfg loom`, the conflict audit's recording
+//! atomics with the `conflicts` feature (`aspace-conflicts`), `std` ones otherwise.
 //!
 //! Every atomic the per-core lock and the counters touch is imported from here, so the very code
 //! of `rwlock.rs`, `hybrid_lock.rs` and `limit_counter.rs` is what the loom models in
@@ -9,9 +10,11 @@
 //! to the OS scheduler) in the real build, `loom::thread::yield_now` under loom, which must see
 //! every iteration of a wait loop to explore the other threads.
 
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use aspace_conflicts::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;

@@ -10,8 +10,9 @@
 //! and flush counts (`shootdown.rs`).
 
 use crate::shootdown::{CoreId, Round};
+use crate::sync::stat::AtomicU64;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// One core's event counters.
 #[derive(Debug, Default)]

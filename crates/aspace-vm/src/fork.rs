@@ -13,7 +13,8 @@
 //!
 //! Not for: making a space usable across a fork (a child gets no copy of the parent's space).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Once;
 
 /// Forks this process has gone through, as seen by the current process.

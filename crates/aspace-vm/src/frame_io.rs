@@ -22,7 +22,8 @@
 //!
 //! Not for: zeroing a frame (done when no translation to it exists, `frames.rs`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use std::sync::atomic::Ordering;
 
 /// Bytes per word.
 const WORD: usize = 8;

@@ -64,12 +64,12 @@
 
 use crate::error::{Limit, VmError};
 use crate::reservation::Reservation;
+use crate::sync::stat::{AtomicI64, AtomicU64, Mutex};
 use crate::types::PAGE_SIZE;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// One 4 KiB frame of the pool, named by its index in the reservation.

@@ -17,8 +17,9 @@ use crate::page_table::{PageTables, VA_BITS};
 use crate::region::AnonId;
 use crate::semantics::Bounds;
 use crate::shootdown::{Shootdown, ShootdownPolicy};
+use crate::sync::stat::AtomicU64;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Anon identities a core takes from the shared counter at once.
 const ANON_BLOCK: u64 = 1 << 16;

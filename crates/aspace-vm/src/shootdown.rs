@@ -145,10 +145,11 @@
 //! under its RCU read guard) or frame accounting (the caller frees frames after this returns).
 
 use crate::error::VmError;
+use crate::sync::stat::AtomicU64 as StatCounter;
 use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 use crate::tlb::Tlb;
 use crossbeam_utils::{Backoff, CachePadded};
-use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
+use std::sync::atomic::Ordering as StatOrdering;
 
 /// A registered core's index into the shootdown slots (and the space's other per-core arrays).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

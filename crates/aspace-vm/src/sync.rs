@@ -10,18 +10,47 @@
 //! scheduler on every iteration.
 //!
 //! Loom types may only be used inside `loom::model`; under `--cfg loom` only the loom models
-//! construct the structures that use them. Not for: statistics counters (always
-//! `std::sync::atomic`, relaxed, never part of a protocol) or the space's writer locks
-//! (`parking_lot`, never part of a loom model).
+//! construct the structures that use them.
+//!
+//! The conflict audit (`aspace conflicts`, cargo feature `conflicts`, never together with loom)
+//! swaps in `aspace-conflicts`' recording atomics and locks here, so every shared-memory access
+//! of the engine that can move a cache line is recorded; without the feature every name below is
+//! the std / `parking_lot` type exactly. [`stat`] names the atomics outside the loom-checked
+//! protocols (statistics, gauges, the frame pool's counters, frame contents): `std` in the
+//! normal and loom builds, recorded under the audit, and so are the frame pool's locks and
+//! `coarse`'s space-wide writer lock (`parking_lot`, never part of a loom model).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use {
+    aspace_conflicts::atomic::{AtomicBool, AtomicU64},
+    std::sync::atomic::{fence, Ordering},
+};
 
+/// Atomics and locks outside the loom-checked protocols (see the module doc): `std` /
+/// `parking_lot` in the normal and loom builds, recorded under the audit. The locks are the
+/// frame pool's (`frames.rs`) and `coarse`'s space-wide reader-writer lock.
+pub(crate) mod stat {
+    #[cfg(all(not(loom), feature = "conflicts"))]
+    pub(crate) use aspace_conflicts::{
+        atomic::{AtomicI64, AtomicU64},
+        lock::{Mutex, RwLock},
+    };
+    #[cfg(not(all(not(loom), feature = "conflicts")))]
+    pub(crate) use {
+        parking_lot::{Mutex, RwLock},
+        std::sync::atomic::{AtomicI64, AtomicU64},
+    };
+}
+
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use aspace_conflicts::lock::Mutex;
 /// A mutex with `parking_lot`'s API (`lock()` returns the guard, no poisoning): `parking_lot`'s
 /// own in the real build, loom's (so that the model schedules around it) under `--cfg loom`.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use parking_lot::Mutex;
 
 /// The loom half of the [`Mutex`] shim.

@@ -37,7 +37,7 @@ pub const LIVE_TOTAL: u64 = 16_384;
 pub struct Alloc;
 
 /// Adds `[a, a + len)` to `runs`, extending the last run when adjacent to it.
-fn record(runs: &mut Vec<Range<u64>>, a: u64, len: u64) {
+pub(crate) fn record(runs: &mut Vec<Range<u64>>, a: u64, len: u64) {
     if let Some(last) = runs.last_mut() {
         if a + len == last.start {
             last.start = a;
@@ -52,7 +52,7 @@ fn record(runs: &mut Vec<Range<u64>>, a: u64, len: u64) {
 }
 
 /// Unmaps every run (this thread's own untouched mappings) and empties the list.
-fn unmap_runs<C: VmCore>(core: &mut C, runs: &mut Vec<Range<u64>>) {
+pub(crate) fn unmap_runs<C: VmCore>(core: &mut C, runs: &mut Vec<Range<u64>>) {
     for r in runs.drain(..) {
         // SAFETY: every run is made of mappings this thread made and never touched or shared.
         unsafe { core.munmap(r.start, r.end - r.start) };

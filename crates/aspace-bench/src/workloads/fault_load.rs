@@ -53,7 +53,7 @@ pub fn region_of(t: usize) -> u64 {
 }
 
 /// A faulting thread's state: its region and the next page to fault.
-struct Faulter {
+pub(crate) struct Faulter {
     hint: u64,
     base: u64,
     next: u64,
@@ -62,7 +62,7 @@ struct Faulter {
 }
 
 impl Faulter {
-    fn new<C: VmCore>(core: &mut C, t: usize) -> Faulter {
+    pub(crate) fn new<C: VmCore>(core: &mut C, t: usize) -> Faulter {
         let hint = region_of(t);
         Faulter {
             hint,
@@ -75,7 +75,7 @@ impl Faulter {
 
     /// Takes one fault (re-arming the region, untimed, when it is used up).
     #[inline]
-    fn fault<C: VmCore>(&mut self, core: &mut C) {
+    pub(crate) fn fault<C: VmCore>(&mut self, core: &mut C) {
         // SAFETY: inside this thread's own region, shared with no one.
         unsafe { core.store(self.base + self.next * PAGE, 1) };
         self.next += 1;
@@ -90,7 +90,7 @@ impl Faulter {
         }
     }
 
-    fn finish<C: VmCore>(self, core: &mut C) {
+    pub(crate) fn finish<C: VmCore>(self, core: &mut C) {
         // SAFETY: this thread's own region, not used again.
         unsafe { core.munmap(self.base, REGION) };
     }

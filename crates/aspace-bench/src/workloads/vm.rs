@@ -288,12 +288,26 @@ impl AspaceDriver {
     /// # Errors
     /// [`BenchError::InvalidArgument`] when the engine refuses the configuration.
     pub fn new(builder: Builder, name: &str, threads: usize) -> Result<AspaceDriver, BenchError> {
+        Self::with_memory(builder, name, threads, ASPACE_MEMORY)
+    }
+
+    /// [`AspaceDriver::new`] with `memory` bytes of frames instead of [`ASPACE_MEMORY`] (the
+    /// conflict audit runs up to 256 cores, whose frame caches alone exceed 1 GiB).
+    ///
+    /// # Errors
+    /// [`BenchError::InvalidArgument`] when the engine refuses the configuration.
+    pub fn with_memory(
+        builder: Builder,
+        name: &str,
+        threads: usize,
+        memory: u64,
+    ) -> Result<AspaceDriver, BenchError> {
         // Frames move between a core's cache and the pool in batches of 512 (a cache spills at
         // twice that), a per-core working set like Linux's per-cpu page lists: with the engine's
         // default of 64, `alloc-fault-modify`'s cycle of 512 frames took the pool's global lock
         // 14 times per iteration, and that lock decided the 2-thread figure of every design.
         let space = builder
-            .memory(ASPACE_MEMORY)
+            .memory(memory)
             .frame_batch(FRAME_BATCH)
             .max_cores(threads.max(1) + 1)
             .build()

@@ -35,10 +35,10 @@
 use super::summary::Summary;
 use crate::contract::{MapError, PAGE_SIZE};
 use crate::fault::AllocBudget;
+use crate::sync::stat::AtomicU64 as WriterOnlyU64;
 use crate::sync::{AtomicPtr, Ordering};
 use std::alloc::{alloc, Layout};
 use std::ptr;
-use std::sync::atomic::AtomicU64 as WriterOnlyU64;
 
 /// One tree node (see the module doc).
 #[repr(C)]

@@ -15,8 +15,9 @@
 
 use super::link::{ptr, tag, Tag};
 use super::node::{Kind, Node, MAX_HEIGHT};
+use crate::sync::stat::AtomicUsize as StdAtomicUsize;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+use std::sync::atomic::Ordering as StdOrdering;
 
 /// The list: a head sentinel of height `MAX_HEIGHT` and the number of levels in use.
 pub(crate) struct RawSkipList<V> {

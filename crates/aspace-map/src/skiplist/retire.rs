@@ -40,9 +40,10 @@
 
 use super::node::Node;
 use super::readers::SlotLocal;
+use crate::sync::stat::AtomicU64;
 use aspace_rcu::Domain;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Nodes per grace-period callback.

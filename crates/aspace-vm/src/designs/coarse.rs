@@ -26,8 +26,8 @@ use crate::error::{Fault, VmError};
 use crate::region::store::{BTreeStore, RegionStore};
 use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
+use crate::sync::stat::RwLock;
 use crate::types::{Access, Prot, RegionInfo};
-use parking_lot::RwLock;
 use std::ops::Range;
 
 /// The `coarse` design's state: the region store under the space lock.

@@ -121,11 +121,12 @@ use crate::region::store::{RegionRef, StoredRegion};
 use crate::region::{AnonId, Attrs, Region};
 use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
+use crate::sync::stat::AtomicU64;
 use crate::types::{Access, Prot, RegionInfo, Sharing, PAGE_SIZE};
 use aspace_map::{ArenaAllocError, ArenaLayout, IntervalMap, SkipListMap, KEY_SPACE_END};
 use aspace_sync::{AtomicCounter, Counter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use window::Window;
 
 /// Per-core locks of the hybrid lock at most (more cores share them by group, §5.1).

@@ -101,6 +101,7 @@ pub(crate) use users::USER_BITS;
 pub(crate) use users::{UserBit, UserMask};
 
 use crate::frames::Frame;
+use crate::sync::stat::AtomicU64 as StatCounter;
 use crate::sync::{fence, AtomicU64, Mutex, Ordering};
 use crate::types::Prot;
 use crossbeam_utils::Backoff;
@@ -108,7 +109,7 @@ use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
 use pool::{Retired, Table, TablePool, TablePtr, RETIRE_BATCH};
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
+use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
 /// Why `fill` failed.

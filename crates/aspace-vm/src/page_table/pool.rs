@@ -19,9 +19,10 @@
 
 use super::entry::{ENTRIES, LEVELS};
 use super::users::LeafUsers;
+use crate::sync::stat::AtomicU64 as StatCounter;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
+use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
 /// Retired tables handed to RCU in one callback (shrunk under test so batching runs; 1 under

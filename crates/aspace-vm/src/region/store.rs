@@ -31,11 +31,12 @@ use super::plan::{plan_edit, EditBuffers, EditOutcome, OnOverlap};
 use super::{AnonId, Attrs, Region};
 use crate::error::VmError;
 use crate::semantics::Bounds;
+use crate::sync::stat::AtomicU64;
 use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// What a store keeps for one region (besides the key it is found by).
 #[derive(Debug)]
