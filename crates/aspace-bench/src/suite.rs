@@ -103,6 +103,7 @@ pub fn config() -> Config {
         writers: 1,
         update_rate: None,
         mmap_pct: 10,
+        metis_words: crate::workloads::metis::DEFAULT_WORDS,
     }
 }
 
