@@ -184,6 +184,9 @@ struct Shared {
     pieces: Vec<RwLock<TableDir>>,
     /// The checked job's verdict (`Err`: what differed).
     verdict: Mutex<Option<Result<(), String>>>,
+    /// Tests only: thread 0 overwrites an entry of the final index in the space before the
+    /// check, which must then fail.
+    corrupt: bool,
 }
 
 /// One worker: its core, allocator and scratch buffers (process memory, reused by every job).
@@ -318,6 +321,12 @@ impl<C: VmCore> Worker<C> {
         sh.barrier.wait();
         if check {
             if t == 0 {
+                if sh.corrupt {
+                    let d = sh.pieces[0].read().unwrap_or_else(|e| e.into_inner());
+                    // SAFETY: a finished page of the final index, read by no one but this
+                    // thread until the barrier below.
+                    unsafe { self.core.write(d.pages[0] + 4, &[0xff; 4]) };
+                }
                 let mut index = Vec::new();
                 for piece in &sh.pieces {
                     let d = piece.read().unwrap_or_else(|e| e.into_inner());
@@ -353,6 +362,18 @@ fn run<D: VmDriver>(
     segment: u64,
     name: &str,
 ) -> Result<Sample, BenchError> {
+    run_checked(driver, threads, config, segment, name, false)
+}
+
+/// [`run`], with the final index corrupted before its check when `corrupt` (tests).
+fn run_checked<D: VmDriver>(
+    driver: &D,
+    threads: usize,
+    config: &Config,
+    segment: u64,
+    name: &str,
+    corrupt: bool,
+) -> Result<Sample, BenchError> {
     check_fits(threads, config.metis_words)?;
     let text = text::text(config.metis_words);
     let sh = Shared {
@@ -365,6 +386,7 @@ fn run<D: VmDriver>(
         runs: (0..threads).map(|_| RwLock::default()).collect(),
         pieces: (0..threads).map(|_| RwLock::default()).collect(),
         verdict: Mutex::new(None),
+        corrupt,
     };
     let timed = run_timed(threads, config.duration, None, |t| {
         let guard = AbortOnPanic;
@@ -428,4 +450,95 @@ fn run<D: VmDriver>(
         .with("segments_per_job", segments as f64 / jobs)
         .with("faults_per_job", lead.faults as f64 / jobs);
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::vm::{engine_builder, AspaceDriver, LinuxDriver, Vm};
+    use super::*;
+    use crate::workload::Workload;
+    use std::time::Duration;
+
+    fn small(words: usize) -> Config {
+        Config {
+            duration: Duration::from_millis(1),
+            metis_words: words,
+            ..Config::default()
+        }
+    }
+
+    /// Every run checks its first job's index against the sequential one and fails otherwise,
+    /// so `Ok` here means the index was right (on every design, both segment sizes, even and
+    /// uneven shares, more workers than CPUs).
+    #[test]
+    fn the_index_equals_the_sequential_one_on_every_design_and_segment_size() {
+        let config = small(20_000);
+        for w in [&Vm(Metis) as &dyn Workload, &Vm(Metis64k)] {
+            for &design in w.designs() {
+                for threads in [1, 2, 3] {
+                    let s = w
+                        .run(design, threads, &config)
+                        .unwrap_or_else(|e| panic!("{} {design} {threads}T: {e}", w.name()));
+                    assert!(s.ops_per_sec > 0.0, "{} {design} {threads}T", w.name());
+                    assert_eq!(s.extra["index_positions"], 20_000.0);
+                    let words = s.extra["index_words"];
+                    let bytes = 4.0 * (2.0 * words + 20_000.0);
+                    assert_eq!(s.extra["index_bytes"], bytes, "{} {design}", w.name());
+                    assert!(s.extra["faults_per_job"] > 0.0);
+                    assert!(s.extra["segments_per_job"] >= threads as f64);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_segments_take_more_segments_per_job() {
+        let config = small(50_000);
+        let big = Vm(Metis).run("interval", 2, &config).unwrap();
+        let small = Vm(Metis64k).run("interval", 2, &config).unwrap();
+        assert!(
+            small.extra["segments_per_job"] > 4.0 * big.extra["segments_per_job"],
+            "{:?} vs {:?}",
+            small.extra,
+            big.extra
+        );
+    }
+
+    #[test]
+    fn a_corrupted_index_fails_the_run() {
+        let config = small(5_000);
+        let e = run_checked(&LinuxDriver, 2, &config, SEGMENT, "metis", true).unwrap_err();
+        assert!(matches!(e, BenchError::WrongResult { .. }), "{e}");
+        let driver = AspaceDriver::new(engine_builder("interval").unwrap(), "interval", 2).unwrap();
+        let e = run_checked(&driver, 2, &config, SEGMENT_64K, "metis-64k", true).unwrap_err();
+        assert!(e.to_string().contains("wrong result"), "{e}");
+        // The same size, uncorrupted, passes.
+        assert!(Vm(Metis).run("coarse", 1, &config).is_ok());
+    }
+
+    #[test]
+    fn sizes_that_cannot_fit_are_refused_before_running() {
+        for (threads, words) in [(1, 0), (1, MAX_WORDS + 1), (64, MAX_WORDS)] {
+            let e = Vm(Metis).run("linux", threads, &small(words)).unwrap_err();
+            assert!(matches!(e, BenchError::InvalidArgument(_)), "{e}");
+        }
+        assert!(check_fits(64, DEFAULT_WORDS).is_ok());
+        assert!(check_fits(1, MAX_WORDS).is_ok());
+    }
+
+    #[test]
+    fn partitions_are_in_range_and_balanced() {
+        for parts in [1, 2, 3, 64] {
+            let mut n = vec![0u32; parts];
+            for w in 0..VOCAB as u32 {
+                n[partition(w, parts)] += 1;
+            }
+            let ideal = VOCAB as f64 / parts as f64;
+            assert!(
+                n.iter()
+                    .all(|&c| (f64::from(c) - ideal).abs() < 0.1 * ideal),
+                "{parts}: {n:?}"
+            );
+        }
+    }
 }

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const VOCAB: usize = 1 << 16;
 
 /// The seed of every text.
-pub const SEED: u64 = 0x6d65_7469_73; // "metis"
+pub const SEED: u64 = 0x006d_6574_6973; // "metis"
 
 /// A generated text, what it contains and its inverted index.
 #[derive(Debug)]
