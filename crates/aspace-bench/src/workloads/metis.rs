@@ -11,9 +11,11 @@
 //! through the worker's core a page at a time (`metis/table.rs`). One operation is one whole
 //! job on all workers, four phases separated by barriers:
 //! 1. **Map.** Worker `w` scans its contiguous share of the text and appends a `(word,
-//!    position)` record for each word to bucket `p` of its `threads` buckets, where `p` is the
-//!    word's hash partition (hashing balances the reducers despite Zipf's skew better than word
-//!    ranges would).
+//!    position)` record for each word to bucket `r` of its `threads` buckets, `r` the word's
+//!    reducer. Words are assigned to reducers so each gets about the same number of occurrences
+//!    ([`Text::assignment`], planned from the text's counts like Metis's sampling, before the
+//!    measured window): a hash would leave the two reducers of a 2-thread run several percent
+//!    apart under Zipf's skew.
 //! 2. **Reduce.** Reducer `r` reads bucket `r` of *every* mapper (other workers' memory, through
 //!    its own core), groups the positions by word (a counting sort in a scratch buffer of its
 //!    own; positions come out increasing because mappers' shares are in text order) and writes
@@ -62,7 +64,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, RwLock};
 use std::time::Instant;
 use table::{TableDir, TableWriter};
-use text::{check_index, Text, VOCAB};
+use text::{check_index, Assignment, Text, VOCAB};
 
 /// Default words of the text: one job takes ~25 ms at one thread on the development machine.
 pub const DEFAULT_WORDS: usize = 1 << 20;
@@ -151,13 +153,6 @@ pub fn check_fits(threads: usize, words: usize) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The reducer of `word` among `parts` (a multiplicative hash, scaled to `0..parts`).
-#[inline]
-pub fn partition(word: u32, parts: usize) -> usize {
-    let h = word.wrapping_mul(0x9E37_79B9);
-    ((u64::from(h) * parts as u64) >> 32) as usize
-}
-
 /// A reducer's output: its run and where each merge range starts in it.
 #[derive(Debug, Default)]
 struct Run {
@@ -173,6 +168,8 @@ struct Shared {
     text: Arc<Text>,
     /// Merge ranges' first words (`threads + 1`, see [`Text::splitters`]).
     splitters: Vec<u32>,
+    /// Each word's reducer and each reducer's words.
+    assignment: Assignment,
     barrier: Barrier,
     /// Thread 0's decision whether the next job runs. Relaxed: written before a barrier and read
     /// after it, and the barrier (a mutex and condition variable) orders the two.
@@ -242,7 +239,7 @@ impl<C: VmCore> Worker<C> {
         let n = sh.text.words.len();
         let (lo, hi) = (t * n / p, (t + 1) * n / p);
         for (i, &w) in sh.text.words[lo..hi].iter().enumerate() {
-            let r = partition(w, p);
+            let r = sh.assignment.reducer_of[w as usize] as usize;
             self.writers[r].push2(&mut self.core, &mut self.segs, w, (lo + i) as u32);
         }
         {
@@ -267,10 +264,11 @@ impl<C: VmCore> Worker<C> {
         }
         self.out.clear();
         let mut bounds = Vec::with_capacity(p + 1);
-        for w in 0..VOCAB {
-            while bounds.len() < p && sh.splitters[bounds.len()] as usize <= w {
+        for &w in &sh.assignment.words_of[t] {
+            while bounds.len() < p && sh.splitters[bounds.len()] <= w {
                 bounds.push(self.out.len());
             }
+            let w = w as usize;
             let c = self.counts[w];
             if c > 0 {
                 self.counts[w] = 0;
@@ -380,6 +378,7 @@ fn run_checked<D: VmDriver>(
     let sh = Shared {
         threads,
         splitters: text.splitters(threads),
+        assignment: text.assignment(threads),
         text: text.clone(),
         barrier: Barrier::new(threads),
         go: AtomicBool::new(false),
@@ -528,21 +527,5 @@ mod tests {
         }
         assert!(check_fits(64, DEFAULT_WORDS).is_ok());
         assert!(check_fits(1, MAX_WORDS).is_ok());
-    }
-
-    #[test]
-    fn partitions_are_in_range_and_balanced() {
-        for parts in [1, 2, 3, 64] {
-            let mut n = vec![0u32; parts];
-            for w in 0..VOCAB as u32 {
-                n[partition(w, parts)] += 1;
-            }
-            let ideal = VOCAB as f64 / parts as f64;
-            assert!(
-                n.iter()
-                    .all(|&c| (f64::from(c) - ideal).abs() < 0.1 * ideal),
-                "{parts}: {n:?}"
-            );
-        }
     }
 }
