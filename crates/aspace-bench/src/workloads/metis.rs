@@ -21,8 +21,9 @@
 //!    own; positions come out increasing because mappers' shares are in text order) and writes
 //!    its run, `word, count, positions...` for each of its words in increasing order, to its own
 //!    segments. While writing it notes where each merge range starts in the run.
-//! 3. **Merge.** Merger `m` owns a range of words holding about `1/threads` of the text (the
-//!    splitters come from the text's word counts, like TeraSort's sampled splitters), reads that
+//! 3. **Merge.** Merger `m` owns a range of words giving about `1/threads` of the merge work
+//!    (occurrences plus a cost per word; the splitters come from the text's word counts, like
+//!    TeraSort's sampled splitters, before the measured window), reads that
 //!    range of *every* reducer's run through its core and merges them by word (the runs hold
 //!    disjoint words, so whole groups are copied) into its piece of the final index, in its own
 //!    segments. The pieces, in merger order, are the final index, sorted by word.
