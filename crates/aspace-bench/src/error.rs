@@ -2,8 +2,9 @@
 //!
 //! Every error the `aspace` binary can report is one variant of [`BenchError`]: bad command-line
 //! input (an unknown workload or design, a zero thread count), a results directory that
-//! `aspace report` cannot read, and failures while writing the results directory (I/O, JSON,
-//! plotting). The binary prints the message and exits non-zero;
+//! `aspace report` cannot read, a workload's result that failed its check against a reference,
+//! and failures while writing the results directory (I/O, JSON, plotting). The binary prints the
+//! message and exits non-zero;
 //! nothing here is used on a measured path.
 
 use std::path::PathBuf;
@@ -39,6 +40,17 @@ pub enum BenchError {
          cargo run --release --features conflicts -- conflicts {0}"
     )]
     NotInstrumented(String),
+    /// A workload checked what it computed against a reference and found it wrong (a bug of
+    /// the design under test or of the workload; the measurement is discarded).
+    #[error("{workload} on {design}: wrong result: {message}")]
+    WrongResult {
+        /// The workload.
+        workload: String,
+        /// The design it ran on.
+        design: String,
+        /// What differed.
+        message: String,
+    },
     /// Writing the results directory failed.
     #[error("cannot write {path}: {source}")]
     Io {

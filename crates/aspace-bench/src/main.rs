@@ -4,7 +4,8 @@
 //!   design at 1 and 2 threads, a progress bar on a terminal or one line per point otherwise,
 //!   results directory under `results/` updated after every point, summary table);
 //! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
-//!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P]`: one workload;
+//!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P] [--metis-words N]`:
+//!   one workload;
 //!   `--json` prints exactly one JSON object per measurement per line on stdout and nothing else
 //!   (the progress bar, if any, is on stderr and hidden with `--json`);
 //! - `aspace list`: workloads, what each thread does, and their designs;
@@ -146,6 +147,9 @@ struct BenchArgs {
     /// fault-load: percentage of thread 0's time spent in mmap/munmap (0..=100).
     #[arg(long, default_value_t = 10)]
     mmap_pct: u32,
+    /// metis, metis-64k: words in the synthetic text, 1..=16777216 (one job indexes them all).
+    #[arg(long, default_value_t = workloads::metis::DEFAULT_WORDS)]
+    metis_words: usize,
 }
 
 /// What `aspace bench` will run, after validation.
@@ -182,6 +186,7 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         writers: args.writers,
         update_rate: args.update_rate,
         mmap_pct: args.mmap_pct,
+        metis_words: args.metis_words,
     };
     if config.mmap_pct > 100 {
         return Err(BenchError::InvalidArgument(format!(
@@ -196,6 +201,11 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
     }
     if workload.name().starts_with("ds-") {
         workloads::arena::check_intervals(&config)?;
+    }
+    if workload.name().starts_with("metis") {
+        for &t in &args.threads {
+            workloads::metis::check_fits(t, config.metis_words)?;
+        }
     }
     let max_threads = workload.max_threads();
     if let Some(&t) = args.threads.iter().find(|&&t| t > max_threads) {

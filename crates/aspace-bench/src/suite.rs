@@ -5,11 +5,12 @@
 //! `readers-writers` runs only at 2 threads, one reader and one writer), [`SUITE_DURATION`] per
 //! repeat and [`SUITE_REPEAT`] repeats, with `rcu-update` in its one-updater mode
 //! (`--update-pct 100`), 10,000 intervals per thread for the `ds-*` workloads, one writer for
-//! `readers-writers` and `--mmap-pct 10` for `fault-load`. The six VM workloads (`alloc`,
-//! `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load`) run `linux` and every
-//! `aspace_vm` design (`coarse`, `interval`); `alloc` also runs the two `interval` breakdown
-//! variants (`interval-no-arenas`, `interval-atomic-counter`). Each further `aspace_vm` design
-//! adds 18 s of measurement to the roughly 130 s of the rest.
+//! `readers-writers`, `--mmap-pct 10` for `fault-load` and the default text (2^20 words) for
+//! `metis*`. The eight VM workloads (`alloc`, `alloc-fault-modify`, `local`, `pipeline`,
+//! `global`, `fault-load`, `metis`, `metis-64k`) run `linux` and every `aspace_vm` design
+//! (`coarse`, `interval`); `alloc` also runs the two `interval` breakdown variants
+//! (`interval-no-arenas`, `interval-atomic-counter`). Each further `aspace_vm` design adds 24 s
+//! of measurement to the roughly 148 s of the rest.
 //!
 //! [`SuiteOptions`] changes the thread counts (`--threads`), the duration and repeats
 //! (`--quick`: [`QUICK_DURATION`] x [`QUICK_REPEAT`], a smoke run) and the workloads (`--only`).
@@ -105,6 +106,7 @@ pub fn config() -> Config {
         writers: 1,
         update_rate: None,
         mmap_pct: 10,
+        metis_words: crate::workloads::metis::DEFAULT_WORDS,
     }
 }
 

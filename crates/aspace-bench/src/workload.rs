@@ -38,6 +38,8 @@ pub struct Config {
     /// `fault-load`: percentage (0..=100) of thread 0's time spent in `mmap`/`munmap` of regions
     /// unrelated to the faulting threads' (ASPLOS'12 Fig. 18's x axis).
     pub mmap_pct: u32,
+    /// `metis*`: words in the synthetic text (the input of one job; see `metis.rs`).
+    pub metis_words: usize,
 }
 
 impl Default for Config {
@@ -49,6 +51,7 @@ impl Default for Config {
             writers: 1,
             update_rate: None,
             mmap_pct: 10,
+            metis_words: crate::workloads::metis::DEFAULT_WORDS,
         }
     }
 }

@@ -195,6 +195,22 @@ fn out_of_range_numbers_are_refused_with_status_2_never_a_panic() {
         ),
         (&["bench", "fault-load", "--mmap-pct", "101"], "--mmap-pct"),
         (&["bench", "ds-map", "--intervals", "0"], "--intervals"),
+        (&["bench", "metis", "--metis-words", "0"], "--metis-words"),
+        (
+            &["bench", "metis-64k", "--metis-words", "16777217"],
+            "--metis-words",
+        ),
+        (
+            &[
+                "bench",
+                "metis",
+                "--threads",
+                "64",
+                "--metis-words",
+                "16777216",
+            ],
+            "--metis-words",
+        ),
         (
             &["bench", "ds-map", "--intervals", "1000000000000"],
             "--intervals",

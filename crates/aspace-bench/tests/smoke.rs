@@ -15,6 +15,7 @@ fn tiny() -> Config {
         writers: 1,
         update_rate: None,
         mmap_pct: 10,
+        metis_words: 10_000,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Smoke tests of the VM workloads (`alloc`, `alloc-fault-modify`, `local`, `pipeline`, `global`,
-//! `fault-load`): each runs briefly for every design (`linux` and every `aspace_vm` design) at 1
+//! `fault-load`, `metis`, `metis-64k`): each runs briefly for every design (`linux` and every `aspace_vm` design) at 1
 //! and 2 threads and completes operations, and each reports the extras its doc promises. They
 //! check behaviour only, never timings.
 //!
@@ -13,13 +13,15 @@ use std::time::Duration;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
-const VM_WORKLOADS: [&str; 6] = [
+const VM_WORKLOADS: [&str; 8] = [
     "alloc",
     "alloc-fault-modify",
     "local",
     "pipeline",
     "global",
     "fault-load",
+    "metis",
+    "metis-64k",
 ];
 
 /// 100 ms: `alloc` on `linux` with 2 threads spends up to ~30 ms in one excluded reset (8,192
@@ -197,4 +199,30 @@ fn fault_load_counts_only_the_faulting_threads_and_paces_the_mapper() {
             }
         )
         .is_err());
+}
+
+#[test]
+fn metis_reports_its_index_and_per_job_figures_on_every_design() {
+    let _g = serial();
+    let config = Config {
+        duration: Duration::from_millis(20),
+        metis_words: 30_000,
+        ..Config::default()
+    };
+    for name in ["metis", "metis-64k"] {
+        let w = workloads::find(name).unwrap();
+        for design in w.designs() {
+            let s = w.run(design, 2, &config).unwrap();
+            assert_eq!(s.op_threads, 1, "{name} {design}: jobs are counted once");
+            assert_eq!(s.extra["index_positions"], 30_000.0);
+            for k in [
+                "index_words",
+                "index_bytes",
+                "segments_per_job",
+                "faults_per_job",
+            ] {
+                assert!(s.extra[k] > 0.0, "{name} {design}: {k}");
+            }
+        }
+    }
 }

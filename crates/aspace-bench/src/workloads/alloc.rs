@@ -22,6 +22,7 @@
 
 use super::arena::sample_with_housekeeping;
 use super::vm::{VmBench, VmCore, VmDriver};
+use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 use std::ops::Range;
@@ -66,7 +67,12 @@ impl VmBench for Alloc {
     const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.2, Fig. 14 (Alloc)");
     const BREAKDOWN: bool = true;
 
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
         let budget = (LIVE_TOTAL / threads as u64).max(1);
         let timed = run_timed(threads, config.duration, None, |_| {
             let mut core = driver.attach();
@@ -92,7 +98,7 @@ impl VmBench for Alloc {
                 (ThreadCount { ops, excluded }, resets)
             }
         });
-        sample_with_housekeeping(&timed, "resets")
+        Ok(sample_with_housekeeping(&timed, "resets"))
     }
 }
 

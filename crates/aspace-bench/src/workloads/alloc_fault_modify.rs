@@ -15,6 +15,7 @@
 //! Not for: mappings that live on (use `alloc`) or single pages (use `local`).
 
 use super::vm::{VmBench, VmCore, VmDriver, PAGE};
+use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 
@@ -33,7 +34,12 @@ impl VmBench for AllocFaultModify {
         "mmap 2 MiB, write every page (512 faults), munmap [SOSP'25 Fig. 14]";
     const MIRRORS: Option<&'static str> = Some("SOSP'25 §7.2, Fig. 14 (Alloc + Fault + Modify)");
 
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
         let faults_before = driver.faults();
         let timed = run_timed(threads, config.duration, None, |_| {
             let mut core = driver.attach();
@@ -68,7 +74,7 @@ impl VmBench for AllocFaultModify {
         } else {
             f64::NAN
         };
-        s.with("ns_per_fault", ns_per_fault)
-            .with("faults_per_iter", faults_per_iter)
+        Ok(s.with("ns_per_fault", ns_per_fault)
+            .with("faults_per_iter", faults_per_iter))
     }
 }

@@ -31,6 +31,7 @@
 use super::vm::{
     home, map_anchor, unmap_anchor, VmBench, VmCore, VmDriver, HINT_BASE, PAGE, TABLE_SPAN,
 };
+use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 use std::time::{Duration, Instant};
@@ -113,7 +114,12 @@ impl VmBench for FaultLoad {
     const MIRRORS: Option<&'static str> = Some("ASPLOS'12 (Bonsai) §7.3, Fig. 18");
     const THREAD_SCALING: bool = false;
 
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
         let share = f64::from(config.mmap_pct) / 100.0;
         let timed = run_timed(threads, config.duration, None, |t| {
             let mut core = driver.attach();
@@ -172,14 +178,14 @@ impl VmBench for FaultLoad {
             .collect();
         let mapper = &timed.results[0];
         let secs = timed.elapsed.as_secs_f64();
-        Sample::from_threads(timed.elapsed, &counts)
+        Ok(Sample::from_threads(timed.elapsed, &counts)
             .with("mmap_pct", f64::from(config.mmap_pct))
             .with("mapper_busy_pct", 100.0 * mapper.busy.as_secs_f64() / secs)
             .with("mapper_pairs_per_sec", mapper.pairs as f64 / secs)
             .with(
                 "rearms",
                 timed.results.iter().map(|r| r.rearms).sum::<u64>() as f64,
-            )
+            ))
     }
 }
 

@@ -29,6 +29,7 @@
 //! Not for: private pages (`local`) or pairwise sharing (`pipeline`).
 
 use super::vm::{map_anchor, unmap_anchor, wait_until, VmBench, VmCore, VmDriver, HINT_BASE, PAGE};
+use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 use crossbeam_utils::CachePadded;
@@ -90,7 +91,12 @@ impl VmBench for Global {
         "map own 64 KiB part of a shared region, all threads write all its pages [RadixVM Fig. 5]";
     const MIRRORS: Option<&'static str> = Some("RadixVM §5.1, Fig. 5 (global)");
 
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
         let total_pages = threads as u64 * PART_PAGES;
         let barrier = SpinBarrier::new(threads);
         let barrier = &barrier;
@@ -138,7 +144,7 @@ impl VmBench for Global {
         unsafe { core.munmap(REGION, total_pages * PAGE) };
         unmap_anchor(&mut core, anchor);
         let counts: Vec<ThreadCount> = timed.results.iter().map(|r| r.0).collect();
-        Sample::from_threads(timed.elapsed, &counts).with("rounds", timed.results[0].1 as f64)
+        Ok(Sample::from_threads(timed.elapsed, &counts).with("rounds", timed.results[0].1 as f64))
     }
 }
 

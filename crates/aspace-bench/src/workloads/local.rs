@@ -22,6 +22,7 @@
 //! (`pipeline`, `global`).
 
 use super::vm::{home, map_anchor, unmap_anchor, VmBench, VmCore, VmDriver, PAGE, TABLE_SPAN};
+use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 use std::hint::black_box;
@@ -75,7 +76,12 @@ impl VmBench for Local {
         "mmap a private 4 KiB page, write it, munmap it; floor_ns = zero one frame [RadixVM Fig. 5]";
     const MIRRORS: Option<&'static str> = Some("RadixVM §5.1, Fig. 5 (local)");
 
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
         let floor = floor_ns();
         let timed = run_timed(threads, config.duration, None, |t| {
             let mut core = driver.attach();
@@ -116,11 +122,11 @@ impl VmBench for Local {
             .with("floor_ns", floor)
             .with("local_over_floor", ns_per_iter / floor);
         // Only shown when it happened: a taken hint moves the page, not the cost.
-        if misplaced > 0 {
+        Ok(if misplaced > 0 {
             s.with("hint_missed", misplaced as f64)
         } else {
             s
-        }
+        })
     }
 }
 

@@ -17,6 +17,7 @@ pub mod global;
 pub mod limit_counter;
 pub mod list;
 pub mod local;
+pub mod metis;
 pub mod pipeline;
 pub mod rcu_gp;
 pub mod rcu_read;
@@ -45,6 +46,8 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &vm::Vm(pipeline::Pipeline),
         &vm::Vm(global::Global),
         &vm::Vm(fault_load::FaultLoad),
+        &vm::Vm(metis::Metis),
+        &vm::Vm(metis::Metis64k),
     ]
 }
 

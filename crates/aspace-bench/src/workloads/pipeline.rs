@@ -26,6 +26,7 @@
 use super::vm::{
     home, map_anchor, unmap_anchor, wait_until, VmBench, VmCore, VmDriver, PAGE, TABLE_SPAN,
 };
+use crate::error::BenchError;
 use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 use crossbeam_utils::CachePadded;
@@ -110,7 +111,12 @@ impl VmBench for Pipeline {
         "map+write a page, pass it to the next thread, which writes and munmaps it [RadixVM Fig. 5]";
     const MIRRORS: Option<&'static str> = Some("RadixVM §5.1, Fig. 5 (pipeline)");
 
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample {
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
         let rings: Vec<Ring> = (0..threads).map(|_| Ring::default()).collect();
         let rings = &rings;
         let timed = run_timed(threads, config.duration, None, |t| {
@@ -159,7 +165,7 @@ impl VmBench for Pipeline {
         }
         let s = Sample::from_threads(timed.elapsed, &timed.results);
         let touches = 2.0 * s.ops_per_sec;
-        s.with("touches_per_sec", touches)
+        Ok(s.with("touches_per_sec", touches))
     }
 }
 

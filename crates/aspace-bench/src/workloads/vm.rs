@@ -5,8 +5,8 @@
 //! # The driver
 //! A [`VmDriver`] is one address space for one repeat; each measuring thread attaches a
 //! [`VmCore`] (before the start barrier) and does all its work through it: anonymous private
-//! read-write `mmap` (with a hint, or with `MAP_FIXED` replacing), `munmap`, and one-byte loads
-//! and stores that fault pages in. Workloads are generic over the driver ([`VmBench::run_vm`]),
+//! read-write `mmap` (with a hint, or with `MAP_FIXED` replacing), `munmap`, one-byte loads
+//! and stores that fault pages in, and bulk reads and writes (a page of records at a time). Workloads are generic over the driver ([`VmBench::run_vm`]),
 //! so the measured loop is monomorphised per design: no dynamic dispatch on the hot path of
 //! either the kernel or the engine.
 //!
@@ -167,6 +167,21 @@ pub trait VmCore {
     /// # Safety
     /// As for [`VmCore::store`].
     unsafe fn load(&mut self, addr: u64) -> u8;
+
+    /// Copies `bytes` to `[addr, addr + bytes.len())` (faulting pages in as needed): a bulk
+    /// store, e.g. one page of records at a time.
+    ///
+    /// # Safety
+    /// For `linux`: the whole range must lie in read-write mappings made through this driver that
+    /// stay mapped during the call, and no other thread may access it concurrently.
+    unsafe fn write(&mut self, addr: u64, bytes: &[u8]);
+
+    /// Copies `[addr, addr + buf.len())` into `buf` (faulting pages in as needed): a bulk load.
+    ///
+    /// # Safety
+    /// For `linux`: the whole range must lie in mappings made through this driver that stay
+    /// mapped during the call, and no other thread may write it concurrently.
+    unsafe fn read(&mut self, addr: u64, buf: &mut [u8]);
 }
 
 /// One address space for one repeat of a VM workload.
@@ -255,6 +270,21 @@ impl VmCore for LinuxCore {
     unsafe fn load(&mut self, addr: u64) -> u8 {
         // SAFETY: as for `store`.
         unsafe { std::ptr::read_volatile(addr as *const u8) }
+    }
+
+    #[inline]
+    unsafe fn write(&mut self, addr: u64, bytes: &[u8]) {
+        // SAFETY: the caller guarantees the range is inside live read-write mappings of this
+        // workload that nobody else accesses meanwhile, so it cannot overlap `bytes` (a Rust
+        // allocation outside every mapping of this driver).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) }
+    }
+
+    #[inline]
+    unsafe fn read(&mut self, addr: u64, buf: &mut [u8]) {
+        // SAFETY: the caller guarantees the range is inside live mappings of this workload that
+        // nobody writes meanwhile; `buf` is a Rust allocation outside them.
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) }
     }
 }
 
@@ -375,6 +405,21 @@ impl VmCore for AspaceCore {
             .unwrap_or_else(|f| panic!("aspace load: {f}"));
         b[0]
     }
+
+    #[inline]
+    unsafe fn write(&mut self, addr: u64, bytes: &[u8]) {
+        self.handle
+            .write(addr, bytes)
+            .unwrap_or_else(|f| panic!("aspace write({addr:#x}, {}): {f}", bytes.len()));
+    }
+
+    #[inline]
+    unsafe fn read(&mut self, addr: u64, buf: &mut [u8]) {
+        let len = buf.len();
+        self.handle
+            .read(addr, buf)
+            .unwrap_or_else(|f| panic!("aspace read({addr:#x}, {len}): {f}"));
+    }
 }
 
 impl VmDriver for AspaceDriver {
@@ -406,8 +451,26 @@ pub trait VmBench: Send + Sync {
     /// Whether the workload also runs the [`BREAKDOWN`] variants of `interval`.
     const BREAKDOWN: bool = false;
 
+    /// Refuses a configuration this workload cannot run on `threads` threads (before any
+    /// space is built); the default accepts everything.
+    ///
+    /// # Errors
+    /// [`BenchError::InvalidArgument`] naming the option.
+    fn check_config(&self, threads: usize, config: &Config) -> Result<(), BenchError> {
+        let _ = (threads, config);
+        Ok(())
+    }
+
     /// Runs one repeat on `driver` (fresh for this repeat) with `threads` threads.
-    fn run_vm<D: VmDriver>(&self, driver: &D, threads: usize, config: &Config) -> Sample;
+    ///
+    /// # Errors
+    /// [`BenchError::WrongResult`] when the workload checks its result and finds it wrong.
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError>;
 }
 
 /// A [`VmBench`] as a [`Workload`] over [`designs`] with the `linux` baseline.
@@ -451,19 +514,31 @@ impl<B: VmBench> Workload for Vm<B> {
                 config.mmap_pct
             )));
         }
-        if design == "linux" {
-            return Ok(self.0.run_vm(&LinuxDriver, threads, config));
-        }
-        if !self.designs().contains(&design) {
+        self.0.check_config(threads, config)?;
+        let result = if design == "linux" {
+            self.0.run_vm(&LinuxDriver, threads, config)
+        } else if !self.designs().contains(&design) {
             return Err(self.unknown_design(design));
-        }
-        match engine_builder(design) {
-            Some(b) => {
-                let driver = AspaceDriver::new(b, design, threads)?;
-                Ok(self.0.run_vm(&driver, threads, config))
+        } else {
+            match engine_builder(design) {
+                Some(b) => {
+                    let driver = AspaceDriver::new(b, design, threads)?;
+                    self.0.run_vm(&driver, threads, config)
+                }
+                None => return Err(self.unknown_design(design)),
             }
-            None => Err(self.unknown_design(design)),
-        }
+        };
+        // The workload does not know the design's name: fill it in.
+        result.map_err(|e| match e {
+            BenchError::WrongResult {
+                workload, message, ..
+            } => BenchError::WrongResult {
+                workload,
+                design: design.to_string(),
+                message,
+            },
+            e => e,
+        })
     }
 }
 
