@@ -188,7 +188,9 @@ pub fn mean_excluded_pct(counts: &[ThreadCount], elapsed: Duration) -> f64 {
     }
     let total: f64 = counts
         .iter()
-        .map(|c| c.excluded.as_secs_f64() / elapsed.as_secs_f64())
+        // A housekeeping round that began before the stop can end after the window closed
+        // (a descheduled thread): only its part inside the window counts.
+        .map(|c| c.excluded.min(elapsed).as_secs_f64() / elapsed.as_secs_f64())
         .sum();
     100.0 * total / counts.len() as f64
 }
@@ -208,6 +210,20 @@ pub fn sample_with_housekeeping(timed: &Timed<(ThreadCount, u64)>, key: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn excluded_time_past_the_window_counts_up_to_the_window() {
+        let over = ThreadCount {
+            ops: 1,
+            excluded: Duration::from_millis(150),
+        };
+        let half = ThreadCount {
+            ops: 1,
+            excluded: Duration::from_millis(50),
+        };
+        let pct = mean_excluded_pct(&[over, half], Duration::from_millis(100));
+        assert!((pct - 75.0).abs() < 1e-9, "{pct}");
+    }
 
     #[test]
     fn arenas_are_disjoint_and_skip_the_zero_page() {
