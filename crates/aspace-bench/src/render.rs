@@ -33,7 +33,8 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), BenchError> 
     std::fs::rename(&tmp, &path).map_err(|e| BenchError::io(path, e))
 }
 
-/// Writes the plots, `headline.svg`, `headline.md` and `index.html` of `ms` into `dir` (which
+/// Writes the plots, `headline.svg`, `headline.md`, `conflicts.md` (when there is an audit) and
+/// `index.html` of `ms` into `dir` (which
 /// must exist). `dir` is also shown on the page in the commands it suggests.
 pub fn render(
     dir: &Path,
@@ -56,6 +57,9 @@ pub fn render(
         None => None,
     };
     write_file(dir, HEADLINE_MD, &markdown(ms, run))?;
+    if let Some(records) = conflicts {
+        write_file(dir, conflicts::CONFLICTS_MD, &conflicts::markdown(records))?;
+    }
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let title = format!("aspace results {name}");
     let shown = dir.display().to_string();

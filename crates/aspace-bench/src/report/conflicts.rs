@@ -17,6 +17,9 @@ use std::path::Path;
 /// The file name of the conflict audit in a results directory.
 pub const CONFLICTS_JSON: &str = "conflicts.json";
 
+/// The file name of the conflict table in Markdown (for the README), written beside it.
+pub const CONFLICTS_MD: &str = "conflicts.md";
+
 /// One source line's share of the conflicts.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct ConflictLine {
@@ -79,6 +82,71 @@ pub fn top_lines(r: &ConflictRecord, n: usize) -> Vec<&ConflictLine> {
     lines
 }
 
+/// The conflict table in Markdown: one row per workload and design (in file order), one column
+/// per core count audited (`mean (max)` conflicting lines per operation), the RCU machinery's
+/// share at the largest count, and the site with the most conflicts there.
+pub fn markdown(records: &[ConflictRecord]) -> String {
+    let mut cores: Vec<usize> = records.iter().map(|r| r.cores).collect();
+    cores.sort_unstable();
+    cores.dedup();
+    let mut rows: Vec<(&str, &str)> = Vec::new();
+    for r in records {
+        if !rows.contains(&(r.workload.as_str(), r.design.as_str())) {
+            rows.push((&r.workload, &r.design));
+        }
+    }
+    let mut out = String::from("| workload | design |");
+    for c in &cores {
+        out.push_str(&format!(" {c} cores |"));
+    }
+    out.push_str(" RCU/op (most cores) | top line (most cores) |\n|---|---|");
+    out.push_str(&"---|".repeat(cores.len() + 2));
+    out.push('\n');
+    for (w, d) in rows {
+        let of = |c: usize| {
+            records
+                .iter()
+                .find(|r| r.workload == w && r.design == d && r.cores == c)
+        };
+        out.push_str(&format!("| {w} | {d} |"));
+        for &c in &cores {
+            match of(c) {
+                Some(r) => out.push_str(&format!(
+                    " {} ({}) |",
+                    per_op(r.conflicts_per_op),
+                    r.max_conflicts_per_op
+                )),
+                None => out.push_str(" - |"),
+            }
+        }
+        let last = cores.iter().rev().find_map(|&c| of(c));
+        let (rcu, top) = match last {
+            Some(r) => (
+                per_op(r.rcu_conflicts_per_op),
+                top_lines(r, 1).first().map_or("-".to_string(), |l| {
+                    format!("`{}` {}", l.site, per_op(l.per_op))
+                }),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        out.push_str(&format!(" {rcu} | {top} |\n"));
+    }
+    out
+}
+
+/// Lines per operation: three significant digits below 10, integers above.
+fn per_op(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_string()
+    } else if v < 0.01 {
+        format!("{v:.4}")
+    } else if v < 10.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +166,23 @@ mod tests {
         let top = top_lines(&rs[0], 1);
         assert_eq!(top.len(), 1);
         assert_eq!(top[0].site, "b.rs:2");
+    }
+
+    #[test]
+    fn markdown_has_a_column_per_core_count_and_names_the_top_line() {
+        let mut rs = parse(Path::new("conflicts.json"), ONE).unwrap();
+        let mut wide = rs[0].clone();
+        wide.cores = 64;
+        wide.conflicts_per_op = 12.5;
+        rs.push(wide);
+        let md = markdown(&rs);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 3, "{md}");
+        assert!(lines[0].contains("| 2 cores | 64 cores |"), "{md}");
+        assert_eq!(
+            lines[2],
+            "| local | interval | 0.500 (3) | 12.5 (3) | 0.100 | `b.rs:2` 0.400 |"
+        );
     }
 
     #[test]
