@@ -693,3 +693,36 @@ fn an_alloc_that_reads_a_retreated_hint_sees_the_free() {
         finish(&list, vec![r0, r1]);
     });
 }
+
+/// The minimal lock set of a range is its level-0 predecessor (the owner of the gap in front of
+/// it) and the nodes it overlaps, also when that predecessor lies far below the range (an
+/// address space's window around a page between two distant regions, as in the `local`
+/// benchmark: not adjacent, so its value is never needed, but the gap up to it is). Here the
+/// window `[2, 3)` of `[0, 1) .. [4, 5)` races an alloc into the same gap: the alloc's CAS on
+/// `[0, 1)`'s link must fail while the window holds it, else the window's commit store
+/// overwrites that link and the allocated node is lost.
+#[test]
+fn a_range_after_a_gap_holds_the_gap_up_to_its_distant_predecessor() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 5, vec![node(0, 1, 1, 1), node(4, 5, 1, 4)]);
+        let allocator = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || {
+                let n = node(0, 0, 1, 7);
+                // SAFETY: nothing is freed while the threads run.
+                let got = unsafe { list.alloc_insert(P, P, 4 * P, P, 0, n) };
+                match got {
+                    AllocOutcome::Inserted { start, .. } => start / P,
+                    other => panic!("alloc failed: {other:?}"),
+                }
+            })
+        };
+        let r1 = map(&list, 2, 3, vec![node(2, 3, 1, 9)]);
+        let at = allocator.join().unwrap();
+        let got = finish(&list, vec![r0, r1]);
+        // Either order: the alloc takes the lowest free page, 1.
+        assert_eq!(at, 1, "alloc outside the lowest free page");
+        assert_eq!(got, vec![(0, 1, 1), (1, 2, 7), (2, 3, 9), (4, 5, 4)]);
+    });
+}

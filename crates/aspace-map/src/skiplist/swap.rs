@@ -8,6 +8,8 @@
 //!    successor after step 3); their level-0 links carry LOCKED (see "closed cases");
 //! 3. `find(s, e)`: the traversal unlinks every marked old node from the upper levels (helping;
 //!    other traversals may do it for us) and returns each level's predecessor and successor;
+//!    skipped when every old and new node has height 1 (no upper level to unlink or link: the
+//!    level-0 successor comes from the last held node, so the swap reads no other node);
 //! 4. **commit**: one Release store of `pred`'s level-0 link, to the first new node (or to the
 //!    successor when there is none). This is the linearization point (Appendix B.2): the old
 //!    nodes leave level 0, the new ones enter it, and `pred` is unlocked, atomically;
@@ -123,6 +125,9 @@ impl<V> RawSkipList<V> {
         let levels = self.levels().max(maxh);
         let mut pos = Position::new();
         let fused = match hint {
+            // Only levels `1..` of `pos` are read below (unlinking and linking towers): with
+            // every old and new node of height 1 there is nothing to find.
+            _ if maxh.max(old_maxh) <= 1 => true,
             Some((h, hl)) if hl >= maxh.max(old_maxh) => {
                 let n = maxh.max(old_maxh);
                 pos.preds[..n].copy_from_slice(&h.preds[..n]);

@@ -13,6 +13,16 @@
 //! DELETED or INVALIDATED, or an INVALIDATED node restarts from the head: the node we stand on
 //! may have been swapped out, so what follows it is no longer the list.
 //!
+//! Successors: a node past the range (`end > s` and `start >= e`) ends the level without its
+//! link being read: its tag is not needed, and that link word (level 0 carries the node's lock)
+//! is what the next range's updaters write, so reading it would share their cache line for
+//! nothing. `succs[i]` may therefore be a node that is already DELETED at level `i` or
+//! INVALIDATED at level 0; that is indistinguishable from a mark made just after the
+//! traversal read `preds[i]`'s link, which every user handles already: `lock_range` locks
+//! `preds[0]` and re-reads its link, and every level CAS (`alloc`, `swap`) expects
+//! `preds[i] -> succs[i]` untagged, and a marked node is unlinked by the traversal of the swap
+//! that marked it (its range overlaps the node, so that traversal does not stop at it).
+//!
 //! Not for: queries (`raw.rs`), which never write and never restart.
 
 use super::link::{pack, unpack, Tag};
@@ -58,6 +68,13 @@ impl<V> RawSkipList<V> {
                     let mut ntag = Tag::None;
                     while !node.is_null() {
                         // SAFETY: see above.
+                        let n = unsafe { &*node };
+                        if n.end > s && n.start >= e {
+                            // Past the range: its link is not read (see "Successors" in the
+                            // module doc).
+                            break;
+                        }
+                        // SAFETY: see above.
                         (next, ntag) = unpack(unsafe { (*node).load(i) });
                         match ntag {
                             Tag::None | Tag::Locked => break,
@@ -87,10 +104,11 @@ impl<V> RawSkipList<V> {
                     }
                     // SAFETY: see above.
                     let n = unsafe { &*node };
+                    if n.end > s && n.start >= e {
+                        break;
+                    }
                     if n.end <= s {
                         pred = node;
-                    } else if n.start >= e {
-                        break;
                     }
                     prev = node;
                     ptag = ntag;

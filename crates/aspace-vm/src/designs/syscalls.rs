@@ -82,7 +82,11 @@ fn fill_locked(
     debug_assert!(region.start() <= page && page < region.end());
     let attrs = region.attrs();
     if access == Access::Write && attrs.anon.is_none() && attrs.sharing == Sharing::Private {
-        let next = next.map(|n| n.region());
+        // Only an adjacent next region matters (`adopted_anon`); a distant one's value is not
+        // read at all (its node's line may be written by the core that edits the gap after it).
+        let next = next
+            .filter(|n| n.start() == region.end())
+            .map(|n| n.region());
         let id = adopted_anon(&region.region(), next, || regions.adjacent_prev(&region))
             .unwrap_or_else(|| core.fresh_anon(sh));
         region.adopt_anon(id);
