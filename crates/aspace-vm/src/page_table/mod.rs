@@ -91,25 +91,25 @@
 //! here runs on loom atomics. Not for: soft TLBs (`crate::tlb`), deciding what a range may
 //! contain (the region map), frames (`crate::frames`).
 
+mod cache;
 mod entry;
 mod pool;
 mod users;
 
+pub(crate) use cache::PtCache;
 pub(crate) use entry::{rights_removed, Pte, VA_BITS};
 #[cfg(all(test, not(loom)))]
 pub(crate) use users::USER_BITS;
 pub(crate) use users::{UserBit, UserMask};
 
 use crate::frames::Frame;
-use crate::sync::stat::AtomicU64 as StatCounter;
-use crate::sync::{fence, AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 use crate::types::Prot;
 use crossbeam_utils::Backoff;
 use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
-use pool::{Retired, Table, TablePool, TablePtr, RETIRE_BATCH};
+use pool::{Retired, Table, TablePool, TablePtr};
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
 /// Why `fill` failed.
@@ -162,11 +162,9 @@ impl Drop for LeafGuard<'_> {
 /// The page tables of one address space. `Sync`: every core walks and fills them.
 pub(crate) struct PageTables {
     root: NonNull<Table>,
-    /// Tables linked in the tree, the root included (statistics: relaxed).
-    tables: StatCounter,
+    /// Table memory, with the per-core counts of linked tables (`pool.rs`); the per-core
+    /// caches (`cache.rs`) hold the rest.
     pool: Arc<TablePool>,
-    /// Unlinked tables not yet handed to RCU, with their level.
-    retired: Mutex<Retired>,
 }
 
 // SAFETY: the raw `root` pointer is an owned `Table` (atomics only); all shared mutation goes
@@ -183,21 +181,21 @@ impl std::fmt::Debug for PageTables {
     }
 }
 
-impl Default for PageTables {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl PageTables {
-    /// Empty tables: just the root.
-    pub(crate) fn new() -> PageTables {
+    /// Empty tables (just the root) for up to `cores` cores with a slot of their own in the
+    /// pool (more share slots: correct, but their caches' returned lists and counters share
+    /// lines).
+    pub(crate) fn new(cores: usize) -> PageTables {
         PageTables {
             root: Table::alloc().expect("no memory for the root page table"),
-            tables: StatCounter::new(1),
-            pool: Arc::new(TablePool::new()),
-            retired: Mutex::new(Vec::new()),
+            pool: Arc::new(TablePool::new(cores)),
         }
+    }
+
+    /// A cache for core `core` (its index among the attached cores): the tables it installs
+    /// come from it and the tables it frees return to it (`cache.rs`).
+    pub(crate) fn cache(&self, core: usize) -> PtCache {
+        PtCache::new(&self.pool, core)
     }
 
     #[inline]
@@ -219,7 +217,8 @@ impl PageTables {
 
     /// Tables linked in the tree, the root included.
     pub(crate) fn table_count(&self) -> u64 {
-        self.tables.load(StatOrdering::Relaxed)
+        // Summed over the per-core counts: exact when no install or free is in flight.
+        u64::try_from(1 + self.pool.linked()).unwrap_or(0)
     }
 
     /// The present leaf entry for `va`, or `None`. Lock-free; the answer is current only while
@@ -272,10 +271,13 @@ impl PageTables {
     /// # Errors
     /// [`FillError::NoFrame`] when `frame()` returned `None`.
     ///
+    /// The tables it installs come from `cache`.
+    ///
     /// # Panics
-    /// If `va >= 2^48`.
+    /// If `va >= 2^48`, or if `cache` was not made by these tables ([`PageTables::cache`]).
     pub(crate) fn fill(
         &self,
+        cache: &mut PtCache,
         va: u64,
         prot: Prot,
         frame: impl FnOnce() -> Option<Frame>,
@@ -284,8 +286,9 @@ impl PageTables {
             va >> VA_BITS == 0,
             "address {va:#x} beyond the 48-bit page tables"
         );
+        cache.check(&self.pool);
         let guard = loop {
-            let slot = self.leaf_slot(va).ok_or(FillError::NoTable)?;
+            let slot = self.leaf_slot(cache, va).ok_or(FillError::NoTable)?;
             if let Some(guard) = self.lock_leaf(slot) {
                 break guard;
             }
@@ -395,7 +398,7 @@ impl PageTables {
     /// The level-2 entry above `va`'s leaf, installing missing tables on the way; `None` when a
     /// table could not be allocated.
     #[inline]
-    fn leaf_slot(&self, va: u64) -> Option<&AtomicU64> {
+    fn leaf_slot(&self, cache: &mut PtCache, va: u64) -> Option<&AtomicU64> {
         let mut table = self.root();
         let mut level = LEVELS;
         loop {
@@ -404,7 +407,7 @@ impl PageTables {
             // Acquire: pairs with the Release CAS in `install` (the child's contents).
             let mut e = slot.load(Ordering::Acquire);
             if e & PRESENT == 0 {
-                e = self.install(table, i, level - 1)?;
+                e = self.install(cache, table, i, level - 1)?;
             }
             if level == 2 {
                 return Some(slot);
@@ -418,8 +421,8 @@ impl PageTables {
     /// entry now there (ours, or the one a concurrent filler installed first); `None` when no
     /// table could be allocated.
     #[cold]
-    fn install(&self, parent: &Table, i: usize, level: u32) -> Option<u64> {
-        let table = self.pool.get(level)?;
+    fn install(&self, cache: &mut PtCache, parent: &Table, i: usize, level: u32) -> Option<u64> {
+        let table = cache.get(level)?;
         let new = table.as_ptr() as u64 | PRESENT;
         // Success Release: publishes the zeroed table; pairs with the Acquire loads of walkers
         // (`lookup`, `leaf_slot`, `visit`). Failure Acquire: pairs with the winner's Release
@@ -428,12 +431,12 @@ impl PageTables {
             Ok(_) => {
                 // Relaxed: bitmap readers rely on the caller's exclusion (see `Table::present`).
                 parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
-                self.tables.fetch_add(1, StatOrdering::Relaxed);
+                self.pool.count_linked(cache.slot(), 1);
                 Some(new)
             }
             Err(current) => {
                 // Never published: no walker saw it, so it goes back without a grace period.
-                self.pool.put(level, table);
+                cache.put(level, table);
                 Some(current)
             }
         }
@@ -588,31 +591,34 @@ impl PageTables {
     }
 
     /// Unlinks every table below the root whose whole coverage lies inside `empty` and
-    /// reclaims it through `domain` after a grace period (batched: `pool.rs`).
+    /// retires it into `cache`, which reuses it after a grace period of `domain` (batched:
+    /// `cache.rs`).
     ///
     /// Preconditions: no region intersects `empty`, every PTE in it was cleared, no fill runs
     /// inside it, and `domain` is the domain whose read guards walkers hold (always the same).
+    ///
+    /// # Panics
+    /// If `cache` was not made by these tables ([`PageTables::cache`]).
     pub(crate) fn free_tables<F: aspace_rcu::Flavor>(
         &self,
+        cache: &mut PtCache,
         empty: Range<u64>,
         domain: &aspace_rcu::Domain<F>,
     ) {
+        cache.check(&self.pool);
         let empty = empty.start..empty.end.min(1 << VA_BITS);
         if empty.start >= empty.end {
             return;
         }
-        let mut retired = self.retired.lock();
-        let before = retired.len();
-        self.free_in(self.root(), LEVELS, 0, &empty, &mut retired);
-        let freed = retired.len() - before;
-        if freed == 0 {
+        let mut unlinked = Retired::new();
+        self.free_in(self.root(), LEVELS, 0, &empty, &mut unlinked);
+        if unlinked.is_empty() {
             return;
         }
-        self.tables.fetch_sub(freed as u64, StatOrdering::Relaxed);
-        if retired.len() >= RETIRE_BATCH {
-            let batch = std::mem::take(&mut *retired);
-            drop(retired);
-            TablePool::retire(&self.pool, batch, domain);
+        self.pool
+            .count_linked(cache.slot(), -(unlinked.len() as i64));
+        for (t, level) in unlinked {
+            cache.retire(t, level, domain);
         }
     }
 
@@ -708,7 +714,8 @@ impl PageTables {
         out.push((TablePtr(NonNull::from(table)), level));
     }
 
-    /// Tables taken from the allocator so far (recycled ones are not counted again).
+    /// Tables taken from the allocator so far (recycled ones are not counted again; the root
+    /// not counted).
     #[cfg(test)]
     fn allocated_tables(&self) -> u64 {
         self.pool.allocated()
@@ -737,12 +744,8 @@ impl PageTables {
 impl Drop for PageTables {
     fn drop(&mut self) {
         Self::drop_subtree(self.root, LEVELS);
-        for (t, _) in self.retired.get_mut().drain(..) {
-            // SAFETY: retired tables are unlinked, and with `&mut self` no walker can still be
-            // reading them; nothing else owns them.
-            unsafe { t.dealloc() };
-        }
-        // Pooled tables go with the pool (now, or when the last pending RCU callback ran).
+        // Pooled, cached and retired tables go with the pool (now, or when the last cache
+        // or pending RCU callback holding it is gone).
     }
 }
 

@@ -19,8 +19,9 @@
 
 use super::entry::{ENTRIES, LEVELS};
 use super::users::LeafUsers;
-use crate::sync::stat::AtomicU64 as StatCounter;
+use crate::sync::stat::{AtomicI64 as StatI64, AtomicU64 as StatCounter};
 use crate::sync::{AtomicU64, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
@@ -142,82 +143,171 @@ impl TablePtr {
 /// Unlinked tables not yet handed to RCU, each with its level.
 pub(super) type Retired = Vec<(TablePtr, u32)>;
 
-/// Zeroed tables ready for reuse, one list per level below the root (index `level - 1`).
-/// Shared (`Arc`) between the `PageTables` and its pending RCU callbacks.
+/// Tables per level below the root (index `level - 1`).
+pub(super) type Lists = [Vec<TablePtr>; LEVELS as usize - 1];
+
+/// One core slot's share of the pool: its statistics and the list its RCU callbacks return
+/// tables to, each on its own cache line.
+struct Slot {
+    /// Tables linked into the tree minus tables unlinked, by the cores of this slot (signed: a
+    /// table installed by one core may be freed by another).
+    linked: CachePadded<StatI64>,
+    /// Tables this slot's cores took from the allocator.
+    allocated: CachePadded<StatCounter>,
+    /// Tables retired by this slot's cores whose grace period passed (pushed by the RCU
+    /// callback, drained by the slot's core: `PtCache::get`).
+    returned: CachePadded<Mutex<Lists>>,
+}
+
+/// The table memory of one `PageTables`, shared (`Arc`) by the tree, the per-core caches
+/// (`cache.rs`) and the pending RCU callbacks: the shared per-level free lists (fed by
+/// detaching caches and by caches over their bound), the per-slot `returned` lists, and the
+/// orphans (retired tables of a cache dropped without a domain: never reused, freed with the
+/// pool).
 pub(super) struct TablePool {
-    free: [Mutex<Vec<TablePtr>>; LEVELS as usize - 1],
-    /// Tables ever taken from the allocator (diagnostics and tests).
-    allocated: StatCounter,
+    shared: [Mutex<Vec<TablePtr>>; LEVELS as usize - 1],
+    slots: Box<[Slot]>,
+    orphans: Mutex<Vec<TablePtr>>,
 }
 
 impl TablePool {
-    pub(super) fn new() -> TablePool {
+    /// A pool with `slots` core slots (at least 1).
+    pub(super) fn new(slots: usize) -> TablePool {
         TablePool {
-            free: std::array::from_fn(|_| Mutex::new(Vec::new())),
-            allocated: StatCounter::new(0),
+            shared: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            slots: (0..slots.max(1))
+                .map(|_| Slot {
+                    linked: CachePadded::new(StatI64::new(0)),
+                    allocated: CachePadded::new(StatCounter::new(0)),
+                    returned: CachePadded::new(Mutex::new(std::array::from_fn(|_| Vec::new()))),
+                })
+                .collect(),
+            orphans: Mutex::new(Vec::new()),
         }
     }
 
-    /// A zeroed table for `level` (recycled when possible); `None` when a fresh one cannot be
-    /// allocated.
-    #[inline]
-    pub(super) fn get(&self, level: u32) -> Option<NonNull<Table>> {
-        if let Some(t) = self.free[level as usize - 1].lock().pop() {
-            return Some(t.0);
-        }
+    /// The slot index of core `core`.
+    pub(super) fn slot_of(&self, core: usize) -> usize {
+        core % self.slots.len()
+    }
+
+    /// A fresh table from the allocator, counted against `slot`.
+    pub(super) fn alloc(&self, slot: usize) -> Option<NonNull<Table>> {
         let t = Table::alloc()?;
-        self.allocated.fetch_add(1, StatOrdering::Relaxed);
+        self.slots[slot]
+            .allocated
+            .fetch_add(1, StatOrdering::Relaxed);
         Some(t)
     }
 
-    /// Puts back a zeroed table of `level` that was never published.
-    pub(super) fn put(&self, level: u32, table: NonNull<Table>) {
-        self.free[level as usize - 1].lock().push(TablePtr(table));
+    /// Counts `delta` tables linked (negative: unlinked) by a core of `slot`.
+    #[inline]
+    pub(super) fn count_linked(&self, slot: usize, delta: i64) {
+        // Relaxed: a statistic; the slot's line is written only by its core (or by the cores
+        // sharing the slot when there are more cores than slots: hence the RMW).
+        self.slots[slot]
+            .linked
+            .fetch_add(delta, StatOrdering::Relaxed);
+    }
+
+    /// Tables linked by all slots (the root not included).
+    pub(super) fn linked(&self) -> i64 {
+        self.slots
+            .iter()
+            .map(|s| s.linked.load(StatOrdering::Relaxed))
+            .sum()
+    }
+
+    /// Moves `slot`'s returned tables (past their grace period) into `into`; whether any came.
+    pub(super) fn take_returned(&self, slot: usize, into: &mut Lists) -> bool {
+        let mut returned = self.slots[slot].returned.lock();
+        let mut any = false;
+        for (to, from) in into.iter_mut().zip(returned.iter_mut()) {
+            any |= !from.is_empty();
+            to.append(from);
+        }
+        any
+    }
+
+    /// Takes up to `n` tables of `level` from the shared lists into `into`; whether any came.
+    pub(super) fn take_shared(&self, level: u32, n: usize, into: &mut Vec<TablePtr>) -> bool {
+        let mut shared = self.shared[level as usize - 1].lock();
+        let at = shared.len().saturating_sub(n);
+        into.extend(shared.drain(at..));
+        !into.is_empty()
+    }
+
+    /// Gives tables past their grace period (or never published) to the shared lists.
+    pub(super) fn give_shared(&self, level: u32, tables: impl Iterator<Item = TablePtr>) {
+        self.shared[level as usize - 1].lock().extend(tables);
+    }
+
+    /// Keeps retired tables that can no longer be handed to RCU (a cache dropped without
+    /// `drain`) until the pool drops: never reused, so no grace period is needed.
+    pub(super) fn orphan(&self, tables: impl Iterator<Item = TablePtr>) {
+        self.orphans.lock().extend(tables);
     }
 
     /// Hands `batch` (unlinked, zeroed tables) to `domain`: after a grace period, every walker
     /// that could still be inside one of them has finished, and the callback moves them into
-    /// the pools (`recycle`). This grace period is what the page-table loom model checks.
+    /// `slot`'s returned list (`Some`), or the shared lists (`None`), without touching the
+    /// tables' memory, so their lines stay where the freeing core left them. This grace period
+    /// is what the page-table loom models check.
     pub(super) fn retire<F: aspace_rcu::Flavor>(
         pool: &Arc<TablePool>,
         batch: Retired,
+        slot: Option<usize>,
         domain: &aspace_rcu::Domain<F>,
     ) {
         let pool = Arc::clone(pool);
-        domain.call(move || pool.recycle(batch));
+        domain.call(move || pool.recycle(batch, slot));
     }
 
-    /// The RCU callback: moves retired (already zeroed) tables, whose grace period passed,
-    /// into the pools, one lock per level. It does not touch the tables' memory, so their
-    /// cache lines stay where the freeing core left them.
-    fn recycle(&self, mut batch: Retired) {
-        for level in 1..LEVELS {
-            let mut free = self.free[level as usize - 1].lock();
-            batch.retain(|(t, l)| {
-                if *l == level {
-                    free.push(TablePtr(t.0));
+    /// The RCU callback: one lock for the whole batch.
+    fn recycle(&self, batch: Retired, slot: Option<usize>) {
+        match slot {
+            Some(slot) => {
+                let mut returned = self.slots[slot].returned.lock();
+                for (t, level) in batch {
+                    returned[level as usize - 1].push(t);
                 }
-                *l != level
-            });
+            }
+            // A detached core's last batch (cold): one lock per table.
+            None => {
+                for (t, level) in batch {
+                    self.give_shared(level, std::iter::once(t));
+                }
+            }
         }
-        debug_assert!(batch.is_empty());
     }
 
-    /// Tables taken from the allocator so far (recycled ones are not counted again).
+    /// Tables taken from the allocator so far by all slots (recycled ones are not counted
+    /// again; the root is not counted).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn allocated(&self) -> u64 {
-        self.allocated.load(StatOrdering::Relaxed)
+        self.slots
+            .iter()
+            .map(|s| s.allocated.load(StatOrdering::Relaxed))
+            .sum()
     }
 }
 
 impl Drop for TablePool {
     fn drop(&mut self) {
-        for list in &mut self.free {
-            for t in list.get_mut().drain(..) {
-                // SAFETY: pooled tables are unlinked and past their grace period; the pool is
-                // being dropped, so it is their only owner.
-                unsafe { t.dealloc() };
-            }
+        let returned = self
+            .slots
+            .iter_mut()
+            .flat_map(|s| s.returned.get_mut().iter_mut());
+        let lists = self.shared.iter_mut().map(|l| l.get_mut()).chain(returned);
+        for t in lists
+            .flat_map(|l| l.drain(..))
+            .chain(self.orphans.get_mut().drain(..))
+            .collect::<Vec<_>>()
+        {
+            // SAFETY: pooled, returned and orphaned tables are unlinked and past their grace
+            // period (orphans are never reused); the pool is being dropped, so it is their
+            // only owner.
+            unsafe { t.dealloc() };
         }
     }
 }
@@ -252,18 +342,35 @@ mod tests {
     }
 
     #[test]
-    fn pool_reuses_put_tables_per_level_and_counts_allocations() {
-        let pool = TablePool::new();
-        let a = pool.get(1).unwrap();
-        assert_eq!(pool.allocated(), 1);
-        pool.put(1, a);
-        assert_eq!(pool.get(1), Some(a), "a put table is reused for its level");
-        let b = pool.get(2).unwrap();
-        assert_ne!(b, a);
+    fn pool_counts_per_slot_and_hands_tables_between_lists() {
+        let pool = TablePool::new(2);
+        assert_eq!(
+            (pool.slot_of(1), pool.slot_of(3)),
+            (1, 1),
+            "cores share slots modulo"
+        );
+        let a = pool.alloc(0).unwrap();
+        let b = pool.alloc(1).unwrap();
         assert_eq!(pool.allocated(), 2);
-        pool.put(1, a);
-        pool.put(2, b);
-        // Dropping the pool frees both (checked by the allocator under Miri/ASan; here: no
-        // double free).
+        pool.count_linked(0, 2);
+        pool.count_linked(1, -1);
+        assert_eq!(pool.linked(), 1, "signed per-slot counts sum");
+        pool.give_shared(1, std::iter::once(TablePtr(a)));
+        let mut got = Vec::new();
+        assert!(
+            !pool.take_shared(2, 8, &mut got),
+            "shared lists are per level"
+        );
+        assert!(pool.take_shared(1, 8, &mut got));
+        assert_eq!(got.iter().map(|t| t.0).collect::<Vec<_>>(), [a]);
+        // A batch bound for slot 1 lands in its returned list only.
+        pool.recycle(vec![(TablePtr(b), 2)], Some(1));
+        let mut lists: Lists = std::array::from_fn(|_| Vec::new());
+        assert!(!pool.take_returned(0, &mut lists));
+        assert!(pool.take_returned(1, &mut lists));
+        assert_eq!(lists[1].iter().map(|t| t.0).collect::<Vec<_>>(), [b]);
+        // Dropping the pool frees what it holds; hand the taken ones back for that.
+        pool.give_shared(1, got.into_iter());
+        pool.give_shared(2, lists[1].drain(..));
     }
 }
