@@ -2,7 +2,8 @@
 //! lock-free by the access path and filled under a per-leaf-table lock.
 //!
 //! The files: `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table
-//! memory: type-stable tables, per-level pools, retirement through RCU), `users.rs` (each leaf's
+//! memory: type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's
+//! table cache: install from it, retire into it, reuse after a grace period), `users.rs` (each leaf's
 //! record of the cores that may cache its translations, for targeted shootdown), this file (the
 //! tree: walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom model of a
 //! walker racing table reclamation and reuse).
@@ -39,9 +40,9 @@
 //!   gaps, as in the SOSP'25 paper's §3.1 and Fig. 4), keeping the tables at the edges that
 //!   still intersect a region. It walks only the present entries of the (at most two per
 //!   level) partially covered tables. Unlinked tables are scrubbed at once (their few non-zero
-//!   entries zeroed while the lines are still in the freeing core's cache) and retired; the
-//!   pool hands them to the RCU domain in batches and reuses them after a grace period
-//!   (`pool.rs`).
+//!   entries zeroed while the lines are still in the freeing core's cache) and retired into
+//!   the freeing core's cache, which hands them to the RCU domain in batches and reuses them
+//!   after a grace period (`cache.rs`), so that a table's lines stay with one core.
 //!
 //! # Why frees go through RCU (Bonsai, ASPLOS'12 §4-5)
 //!

@@ -1,21 +1,35 @@
 //! Page-table memory: the [`Table`] type (512 atomic entries and a bitmap of the non-zero ones),
-//! owned table pointers, the per-level pools of zeroed tables, and the hand-over of retired
-//! tables to RCU in batches.
+//! owned table pointers, and the [`TablePool`] that owns every table not linked in the tree:
+//! per-level shared lists, one slot per core (its counters and its **returned** list), and the
+//! hand-over of retired batches to RCU. The per-core caches that sit in front of it are in
+//! `cache.rs`.
 //!
 //! **Type-stable memory**: a table is allocated for one level and, while its `PageTables`
-//! lives, is only ever linked, retired, pending in an RCU callback, or in the pool of its level;
-//! it goes back to the allocator only when the `PageTables` drops (or when the last RCU callback
-//! holding the pool runs after the drop). `mod.rs` relies on it: every pointer a walker can load
-//! from an entry points to live memory of a table of the expected level.
+//! lives, is only ever linked, retired (in a core's cache), pending in an RCU callback, or free
+//! (in a core's cache, a slot's returned list or the shared list of its level); it goes back to
+//! the allocator only when the pool drops, that is when the `PageTables`, every core's cache
+//! and every pending RCU callback holding the pool are gone. `mod.rs` relies on it: every
+//! pointer a walker can load from an entry points to live memory of a table of the expected
+//! level. A cache dropped without a domain to wait on orphans its retired tables here: kept,
+//! never reused, freed with the pool.
 //!
-//! **Reuse waits for a grace period**: unlinked tables are retired (zeroed at once by the tree,
-//! while their lines are in the freeing core's cache) and, once [`RETIRE_BATCH`] accumulated,
-//! handed to the RCU domain in ONE callback ([`TablePool::retire`]), which after a grace period
-//! moves the pointers into the per-level pools without touching the tables' memory. A table
-//! that was never published (the loser of an install race) goes straight back
-//! ([`TablePool::put`]).
+//! **Reuse waits for a grace period**: unlinked tables are retired into the freeing core's
+//! cache (zeroed at once by the tree, while their lines are in that core's CPU cache) and, once
+//! [`RETIRE_BATCH`] accumulated, handed to the RCU domain in ONE callback
+//! ([`TablePool::retire`]), which after a grace period pushes the pointers onto the retiring
+//! core's slot's returned list (one lock per batch) without touching the tables' memory; that
+//! core drains the list into its cache when its own lists run dry. So in steady state a core
+//! reuses the tables it freed, and their lines never move to another core. A table that was
+//! never published (the loser of an install race) goes straight back to the core's cache. The
+//! shared lists take what a detaching core or an over-full cache gives up (never a table still
+//! waiting for its grace period) and serve a core with nothing of its own before the allocator.
 //!
-//! Not for: what an entry means (`entry.rs`) or walking the tree (`mod.rs`).
+//! **Statistics without shared writes**: the count of linked tables and of allocations are
+//! per slot (signed for the former: a table installed on one core may be freed on another),
+//! summed on read.
+//!
+//! Not for: what an entry means (`entry.rs`), walking the tree (`mod.rs`), a core's own lists
+//! (`cache.rs`).
 
 use super::entry::{ENTRIES, LEVELS};
 use super::users::LeafUsers;
@@ -26,8 +40,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
-/// Retired tables handed to RCU in one callback (shrunk under test so batching runs; 1 under
-/// loom, so that one `free_tables` of a model hands its tables over).
+/// Retired tables a core hands to RCU in one callback, and the size of the batches its cache
+/// moves to and from the shared lists (shrunk under test so batching runs; 1 under loom, so
+/// that one `free_tables` of a model hands its tables over).
 pub(super) const RETIRE_BATCH: usize = if cfg!(loom) {
     1
 } else if cfg!(test) {
@@ -166,6 +181,9 @@ struct Slot {
 /// pool).
 pub(super) struct TablePool {
     shared: [Mutex<Vec<TablePtr>>; LEVELS as usize - 1],
+    /// The lengths of `shared`, written under their locks and read without (a hint: a core
+    /// whose cache runs dry does not write the shared lock's line when the list is empty).
+    shared_len: CachePadded<[StatCounter; LEVELS as usize - 1]>,
     slots: Box<[Slot]>,
     orphans: Mutex<Vec<TablePtr>>,
 }
@@ -175,6 +193,7 @@ impl TablePool {
     pub(super) fn new(slots: usize) -> TablePool {
         TablePool {
             shared: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            shared_len: CachePadded::new(std::array::from_fn(|_| StatCounter::new(0))),
             slots: (0..slots.max(1))
                 .map(|_| Slot {
                     linked: CachePadded::new(StatI64::new(0)),
@@ -231,15 +250,28 @@ impl TablePool {
 
     /// Takes up to `n` tables of `level` from the shared lists into `into`; whether any came.
     pub(super) fn take_shared(&self, level: u32, n: usize, into: &mut Vec<TablePtr>) -> bool {
-        let mut shared = self.shared[level as usize - 1].lock();
+        let l = level as usize - 1;
+        // Relaxed: a hint (field doc); a stale 0 only makes the caller allocate a fresh table.
+        if self.shared_len[l].load(StatOrdering::Relaxed) == 0 {
+            return false;
+        }
+        let mut shared = self.shared[l].lock();
         let at = shared.len().saturating_sub(n);
         into.extend(shared.drain(at..));
+        self.shared_len[l].store(shared.len() as u64, StatOrdering::Relaxed);
         !into.is_empty()
     }
 
     /// Gives tables past their grace period (or never published) to the shared lists.
     pub(super) fn give_shared(&self, level: u32, tables: impl Iterator<Item = TablePtr>) {
-        self.shared[level as usize - 1].lock().extend(tables);
+        let l = level as usize - 1;
+        let mut shared = self.shared[l].lock();
+        let before = shared.len();
+        shared.extend(tables);
+        if shared.len() != before {
+            // Relaxed: a hint, written under the lock (field doc).
+            self.shared_len[l].store(shared.len() as u64, StatOrdering::Relaxed);
+        }
     }
 
     /// Keeps retired tables that can no longer be handed to RCU (a cache dropped without
