@@ -12,9 +12,12 @@
 //!
 //! A 48-bit virtual address is split 9/9/9/9/12 like x86-64's (`entry.rs`). An intermediate
 //! entry is 0 or a child table pointer with `PRESENT` (and, on level-2 entries, `LOCKED`: the
-//! fill lock of the leaf below); a leaf entry is a [`Pte`]. Every table also keeps a 512-bit
-//! `present` bitmap of its non-zero entries, so that freeing a subtree, clearing a leaf or
-//! recycling a table touches only the entries in use (8 words to scan instead of 512). A leaf
+//! fill lock of the leaf below); a leaf entry is a [`Pte`]. Leaves and level-2 tables also keep
+//! a 512-bit `present` bitmap of their non-zero entries, so that freeing a subtree, clearing a
+//! leaf or recycling a table touches only the entries in use (8 words to scan instead of 512).
+//! Level-3 and root tables keep none (`pool::bitmap_kept`: their bitmap line would be written
+//! by every core whose regions lie under the table, one bit per GiB); a free loads their few
+//! entries in its range instead. A leaf
 //! also keeps a **users mask** (`users.rs`, one cache line): bit `c % USER_BITS` is set by core
 //! `c`'s walks that may put one of its translations into a TLB, so that a targeted shootdown
 //! can skip the cores that never read it.
@@ -108,7 +111,7 @@ use crate::sync::{fence, AtomicU64, Ordering};
 use crate::types::Prot;
 use crossbeam_utils::Backoff;
 use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
-use pool::{Retired, Table, TablePool, TablePtr};
+use pool::{bitmap_kept, Retired, Table, TablePool, TablePtr};
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -430,8 +433,11 @@ impl PageTables {
         // CAS, so the winner's table is visible before we walk into it.
         match parent.entries[i].compare_exchange(0, new, Ordering::Release, Ordering::Acquire) {
             Ok(_) => {
-                // Relaxed: bitmap readers rely on the caller's exclusion (see `Table::present`).
-                parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+                if bitmap_kept(level + 1) {
+                    // Relaxed: bitmap readers rely on the caller's exclusion (see
+                    // `Table::present`).
+                    parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+                }
                 self.pool.count_linked(cache.slot(), 1);
                 Some(new)
             }
@@ -633,14 +639,16 @@ impl PageTables {
         }
         let first = ((lo - base) / span) as usize;
         let last = ((hi - 1 - base) / span) as usize;
-        table.for_each_present(first, last, |i| {
+        table.for_each_child(level, first, last, |i| {
             let child_base = base + i as u64 * span;
             let slot = &table.entries[i];
             if empty.start <= child_base && child_base + span <= empty.end {
                 let e = Self::unlink(slot);
                 if e & PRESENT != 0 {
-                    // Relaxed: bitmap, see `Table::present`.
-                    table.present[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+                    if bitmap_kept(level) {
+                        // Relaxed: bitmap, see `Table::present`.
+                        table.present[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+                    }
                     self.collect(e, level - 1, out);
                 }
             } else if level > 2 {
@@ -695,7 +703,7 @@ impl PageTables {
                 }
             });
         } else if level > 2 {
-            table.for_each_present(0, ENTRIES - 1, |i| {
+            table.for_each_child(level, 0, ENTRIES - 1, |i| {
                 // Relaxed: the subtree is unlinked and no fill installs in it (caller's
                 // contract); the entries were published to us by the caller's exclusion.
                 let c = table.entries[i].load(Ordering::Relaxed);
@@ -711,7 +719,7 @@ impl PageTables {
         }
         // Zero it now, while its lines are in our cache (for a leaf a no-op unless the
         // caller broke the contract: its frames leak but no stale PTE survives into reuse).
-        table.scrub();
+        table.scrub(level);
         out.push((TablePtr(NonNull::from(table)), level));
     }
 

@@ -55,9 +55,10 @@ pub(super) const RETIRE_BATCH: usize = if cfg!(loom) {
 #[repr(C, align(64))]
 pub(super) struct Table {
     pub(super) entries: [AtomicU64; ENTRIES],
-    /// Bit `i` set iff `entries[i]` is non-zero (exact for leaves under their lock; for
-    /// intermediate tables set right after the installing CAS, so exact whenever no fill is in
-    /// flight in the table's range).
+    /// Levels 1 and 2 only (leaves and the tables of leaves; always 0 above, see
+    /// [`bitmap_kept`]): bit `i` set iff `entries[i]` is non-zero (exact for leaves under their
+    /// lock; for level-2 tables set right after the installing CAS, so exact whenever no fill
+    /// is in flight in the table's range).
     pub(super) present: [AtomicU64; ENTRIES / 64],
     /// Leaves only: the cores that may hold translations read from this table (`users.rs`), on
     /// a cache line of its own (the table is 64-byte aligned), so that walkers reading it do not
@@ -94,6 +95,29 @@ impl Table {
         }
     }
 
+    /// Calls `f(i)` for every `i` in `first..=last` whose entry is non-zero, for a table of
+    /// `level`: from the bitmap where it is kept, else by loading the entries (a snapshot,
+    /// exact under the same conditions as the bitmap).
+    #[inline]
+    pub(super) fn for_each_child(
+        &self,
+        level: u32,
+        first: usize,
+        last: usize,
+        mut f: impl FnMut(usize),
+    ) {
+        if bitmap_kept(level) {
+            self.for_each_present(first, last, f);
+        } else {
+            for i in first..=last {
+                // Relaxed: as the bitmap's loads; the caller's exclusion of fills orders them.
+                if self.entries[i].load(Ordering::Relaxed) != 0 {
+                    f(i);
+                }
+            }
+        }
+    }
+
     /// Calls `f(i)` for every `i` in `first..=last` whose bitmap bit is set (a snapshot).
     #[inline]
     pub(super) fn for_each_present(&self, first: usize, last: usize, mut f: impl FnMut(usize)) {
@@ -115,12 +139,13 @@ impl Table {
         }
     }
 
-    /// Zeroes the entries named by the bitmap, then the bitmap and the users record. Only for an
-    /// unlinked table in which no fill can run (see `mod.rs`'s module doc for why walkers do not
-    /// mind, and `users.rs` for a walker that records itself after this).
-    pub(super) fn scrub(&self) {
+    /// Zeroes the non-zero entries (named by the bitmap where it is kept), then the bitmap and
+    /// the users record, of a table of `level`. Only for an unlinked table in which no fill can
+    /// run (see `mod.rs`'s module doc for why walkers do not mind, and `users.rs` for a walker
+    /// that records itself after this).
+    pub(super) fn scrub(&self, level: u32) {
         self.users.reset();
-        self.for_each_present(0, ENTRIES - 1, |i| {
+        self.for_each_child(level, 0, ENTRIES - 1, |i| {
             self.entries[i].store(0, Ordering::Relaxed);
         });
         for w in &self.present {
@@ -131,6 +156,17 @@ impl Table {
         }
         debug_assert!(self.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
     }
+}
+
+/// Whether tables of `level` keep the `present` bitmap: leaves (cleared, protected and freed by
+/// it) and level-2 tables (their leaves are freed by it). Above, the bitmap is not kept: one
+/// bit per GiB (level 3) puts the children of 512 GiB on one cache line, so cores whose
+/// regions lie in different GiBs (the `interval` design's per-core arenas) would write the
+/// same line each time one of them installs or frees a level-2 table; the few entries of
+/// those tables that a free walks are loaded instead.
+#[inline]
+pub(super) fn bitmap_kept(level: u32) -> bool {
+    level <= 2
 }
 
 /// An owned table pointer that may cross threads (a table is atomics only).
@@ -366,7 +402,7 @@ mod tests {
         seen.clear();
         table.for_each_present(1, 62, |i| seen.push(i));
         assert!(seen.is_empty());
-        table.scrub();
+        table.scrub(1);
         assert!(table.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
         assert!(table.present.iter().all(|w| w.load(Ordering::Relaxed) == 0));
         // SAFETY: the only owner, never published.

@@ -435,3 +435,45 @@ fn cache_of_another_space_is_refused() {
     let mut c = other.cache(0);
     let _ = pt.fill(&mut c, PAGE_SIZE, Prot::READ, || None);
 }
+
+#[test]
+fn tables_above_level_2_keep_no_bitmap_and_still_free_exactly() {
+    let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
+    let pt = PageTables::new(1);
+    let mut ptc = pt.cache(0);
+    // Two GiBs under one level-3 table, and another root entry.
+    for va in [GIB, 5 * GIB, (1 << 39) + GIB] {
+        pt.fill(&mut ptc, va, Prot::READ, || Some(Frame::from_index(1)))
+            .unwrap();
+    }
+    assert_eq!(pt.table_count(), 1 + 1 + 2 + 2 + 1 + 1 + 1);
+    let root = pt.root();
+    assert!(root.present.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+    let l3 = pt.child(root.entries[0].load(Ordering::Relaxed));
+    assert!(l3.present.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+    let l2 = pt.child(l3.entries[1].load(Ordering::Relaxed));
+    assert_ne!(
+        l2.present[0].load(Ordering::Relaxed),
+        0,
+        "level 2 keeps its bitmap"
+    );
+    let mut out = Vec::new();
+    pt.clear_range(0..1 << 47, &mut out);
+    assert_eq!(out.len(), 3);
+    // Free the first GiB's subtree only: the entries of the level-3 table are found by loading.
+    pt.free_tables(&mut ptc, GIB..2 * GIB, &domain);
+    assert_eq!(
+        pt.table_count(),
+        9 - 2,
+        "its level-2 table and leaf were freed"
+    );
+    assert_ne!(
+        l3.entries[5].load(Ordering::Relaxed),
+        0,
+        "the other GiB stays"
+    );
+    pt.free_tables(&mut ptc, 0..1 << 47, &domain);
+    assert_eq!(pt.table_count(), 1);
+    assert!(root.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
+    domain.barrier();
+}
