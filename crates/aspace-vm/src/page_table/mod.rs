@@ -637,8 +637,22 @@ impl PageTables {
         if lo >= hi {
             return;
         }
-        let first = ((lo - base) / span) as usize;
-        let last = ((hi - 1 - base) / span) as usize;
+        let (first, last) = if level == 2 {
+            // Only leaves wholly inside `empty` go; when there is none, do not even read the
+            // bitmap: a range that just touches a table (an arena's edge in the next GiB) would
+            // otherwise read a line the table's owner writes on every fill of a new leaf.
+            let first = (lo - base).div_ceil(span);
+            let end = (hi - base) / span;
+            if first >= end {
+                return;
+            }
+            (first as usize, end as usize - 1)
+        } else {
+            (
+                ((lo - base) / span) as usize,
+                ((hi - 1 - base) / span) as usize,
+            )
+        };
         table.for_each_child(level, first, last, |i| {
             let child_base = base + i as u64 * span;
             let slot = &table.entries[i];
