@@ -721,6 +721,8 @@ impl PageTables {
                 // Relaxed: the subtree is unlinked and no fill installs in it (caller's
                 // contract); the entries were published to us by the caller's exclusion.
                 let c = table.entries[i].load(Ordering::Relaxed);
+                // Zeroed while visited (no bitmap here: `scrub` would scan all 512 again).
+                table.entries[i].store(0, Ordering::Relaxed);
                 if c & PRESENT != 0 {
                     self.collect(c, level - 1, out);
                 }

@@ -139,13 +139,19 @@ impl Table {
         }
     }
 
-    /// Zeroes the non-zero entries (named by the bitmap where it is kept), then the bitmap and
-    /// the users record, of a table of `level`. Only for an unlinked table in which no fill can
+    /// Zeroes the non-zero entries named by the bitmap, then the bitmap and the users record,
+    /// of a table of `level` (above level 2, where no bitmap is kept, the caller zeroed the
+    /// entries: `PageTables::collect`). Only for an unlinked table in which no fill can
     /// run (see `mod.rs`'s module doc for why walkers do not mind, and `users.rs` for a walker
     /// that records itself after this).
     pub(super) fn scrub(&self, level: u32) {
         self.users.reset();
-        self.for_each_child(level, 0, ENTRIES - 1, |i| {
+        if !bitmap_kept(level) {
+            // `collect` zeroed the entries as it visited them.
+            debug_assert!(self.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
+            return;
+        }
+        self.for_each_present(0, ENTRIES - 1, |i| {
             self.entries[i].store(0, Ordering::Relaxed);
         });
         for w in &self.present {
