@@ -217,10 +217,10 @@ pub(crate) fn arena_layout(config: &Config) -> Option<ArenaLayout> {
             // empty arena, reads the bitmap of the table its neighbour fills at the boundary
             // (the conflict audit's `alloc-fault-modify`). 8 GiB is one line of level-3
             // entries, 1 GiB a level-2 table, 2 MiB a leaf; the largest that costs at most a
-            // quarter of the arena.
+            // third of the arena.
             let align = [8 << 30, 1 << 30, 2 << 20]
                 .into_iter()
-                .find(|&a| raw >= 4 * a)
+                .find(|&a| raw >= 3 * a)
                 .unwrap_or(PAGE_SIZE);
             let size = raw & !(align - 1);
             let base = config.min_addr.next_multiple_of(align);
