@@ -69,8 +69,9 @@ pub enum Arenas {
     /// differential test against the kernel runs so).
     Off,
     /// `min(max_cores, 128)` arenas (the paper's cap) at the bottom of the range, sized so that
-    /// all of them take 1/32 of it (rounded down to pages); off when that leaves an arena
-    /// smaller than 64 pages. The paper's 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
+    /// all of them take about 1/32 of it, aligned (base and size) to the largest of 8 GiB,
+    /// 1 GiB, 2 MiB that is at most a third of that size (else to pages), so that no page
+    /// table serves two arenas; off when that leaves an arena smaller than 64 pages. The paper's 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
     Auto,
     /// Exactly `count` arenas of `size` bytes (page aligned) from `base`.
     Layout {

@@ -1,6 +1,6 @@
 //! A core's private state ([`Core`]): what one attached thread owns and lends to the design's
 //! operations and to its access windows: its shootdown slot id, soft TLB, free-frame cache, RCU
-//! reader, page-table users bit, anon identity block and scratch buffers.
+//! reader, page-table cache, page-table users bit, anon identity block and scratch buffers.
 //!
 //! One thread uses a core at a time (the public `CoreHandle` owning it is `Send`, not `Sync`),
 //! so nothing here is synchronized except through the shared structures it points into.
@@ -9,7 +9,7 @@
 
 use crate::error::VmError;
 use crate::frames::{Frame, FrameCache};
-use crate::page_table::UserBit;
+use crate::page_table::{PtCache, UserBit};
 use crate::region::plan::EditBuffers;
 use crate::region::AnonId;
 use crate::shared::Shared;
@@ -27,6 +27,8 @@ pub(crate) struct Core {
     pub(crate) tlb: Tlb,
     /// The free-frame cache.
     pub(crate) cache: FrameCache,
+    /// The page-table cache: the tables this core installs and frees (`page_table/cache.rs`).
+    pub(crate) tables: PtCache,
     /// The RCU reader that protects page-table walks.
     pub(crate) reader: aspace_rcu::Reader,
     /// Under targeted shootdown, the bit this core's walks record in the leaf tables they read
@@ -56,6 +58,7 @@ impl Core {
             seen: sh.shootdown.current_request(id),
             tlb: Tlb::new(sh.config.tlb_entries),
             cache: FrameCache::new(),
+            tables: sh.tables.cache(id.index()),
             reader: sh.domain.register(),
             user: (sh.shootdown_policy == ShootdownPolicy::Targeted)
                 .then(|| UserBit::of(id.index(), sh.config.max_cores)),
@@ -67,10 +70,12 @@ impl Core {
         })
     }
 
-    /// Unregisters the core: its cached frames go back to the pool, its counters into the
-    /// space's totals, its shootdown slot is freed. The core must not be used afterwards.
+    /// Unregisters the core: its cached frames and page tables go back to the pools (retired
+    /// tables through RCU), its counters into the space's totals, its shootdown slot is freed.
+    /// The core must not be used afterwards.
     pub(crate) fn detach(&mut self, sh: &Shared) {
         self.cache.drain(&sh.pool);
+        self.tables.drain(&sh.domain);
         let counters = sh.counters.of(self.id);
         counters.publish_tlb(self.tlb.hits(), self.tlb.misses());
         sh.counters.retire(self.id);

@@ -81,7 +81,7 @@
 //! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
 //!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time;
 //! 4. **the frame pool's global free list** (`Mutex`), taken by a core's cache to refill or
-//!    spill a batch; and the page tables' retired list / table pools (`Mutex`), leaves.
+//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists (`Mutex`), leaves.
 //!
 //! Lock-free, and what protects them:
 //! - **Page-table walks** take no lock; a core walks only inside an access window while

@@ -92,7 +92,7 @@ impl Shared {
                 min_addr: config.min_addr,
                 max_addr: config.max_addr,
             },
-            tables: PageTables::new(),
+            tables: PageTables::new(config.max_cores),
             pool: FramePool::new(config.memory, config.frame_batch)?,
             shootdown: Shootdown::new(config.max_cores),
             shootdown_policy,

@@ -211,12 +211,21 @@ pub(crate) fn arena_layout(config: &Config) -> Option<ArenaLayout> {
         Arenas::Auto => {
             let count = config.max_cores.clamp(1, MAX_LOCKS);
             let span = config.max_addr - config.min_addr;
-            let size = (span / 32 / count as u64) & !(PAGE_SIZE - 1);
-            (size >= 64 * PAGE_SIZE).then_some(ArenaLayout {
-                count,
-                size,
-                base: config.min_addr,
-            })
+            let raw = span / 32 / count as u64;
+            // Arenas aligned to the page tables, so that no table (and no line of level-3
+            // entries) serves two arenas: otherwise a core's munmap, freeing the tables of its
+            // empty arena, reads the bitmap of the table its neighbour fills at the boundary
+            // (the conflict audit's `alloc-fault-modify`). 8 GiB is one line of level-3
+            // entries, 1 GiB a level-2 table, 2 MiB a leaf; the largest that costs at most a
+            // third of the arena.
+            let align = [8 << 30, 1 << 30, 2 << 20]
+                .into_iter()
+                .find(|&a| raw >= 3 * a)
+                .unwrap_or(PAGE_SIZE);
+            let size = raw & !(align - 1);
+            let base = config.min_addr.next_multiple_of(align);
+            (size >= 64 * PAGE_SIZE && base + count as u64 * size <= config.max_addr)
+                .then_some(ArenaLayout { count, size, base })
         }
     }
 }

@@ -93,7 +93,7 @@ fn fill_locked(
     }
     let prot = pte_prot(&region.attrs());
     let mut filled = false;
-    let pte = sh.tables.fill(page, prot, || {
+    let pte = sh.tables.fill(&mut core.tables, page, prot, || {
         let f = core.cache.alloc(&sh.pool);
         filled = f.is_some();
         f
@@ -283,7 +283,7 @@ pub(crate) fn munmap_locked(
         if may_free_tables(&range, &gap) {
             // No region intersects `gap`, its entries were cleared, and the store is held
             // exclusively: no fill can run in it.
-            sh.tables.free_tables(gap, &sh.domain);
+            sh.tables.free_tables(&mut core.tables, gap, &sh.domain);
         }
     }
     Ok(())

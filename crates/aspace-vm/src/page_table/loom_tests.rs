@@ -15,9 +15,17 @@
 //! for its old address), and `B` really reused the tables (no table allocated for it), so the
 //! model cannot pass vacuously.
 //!
-//! Mutation that must fail (tried): `TablePool::retire` calling `pool.recycle(batch)` at once
-//! instead of through `domain.call` (tables pooled without a grace period): loom finds the walker
-//! that loaded the root entry before the unlink and read `B`'s entries after the reuse.
+//! The second model checks the per-core hand-back (`cache.rs`): the same race, but the RCU
+//! callback (grace period, then the push onto the retiring core's returned list) runs on a
+//! third thread, concurrently with the retiring core's next fill, which drains its returned
+//! list (or, if the callback has not run yet, allocates; the callback may also land between
+//! two of its installs). Checked: the walker never sees `Y`, at most one table per level was
+//! allocated, and some execution reused returned tables (so the model is not vacuous).
+//!
+//! Mutations that must fail (tried): `TablePool::retire` calling `pool.recycle(batch, slot)` at
+//! once instead of through `domain.call` (tables returned without a grace period), and
+//! `PtCache::retire` pushing the table straight onto its own free list: in both, loom finds the
+//! walker that loaded the root entry before the unlink and read `B`'s entries after the reuse.
 //!
 //! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release -p aspace-vm --lib loom`.
@@ -25,6 +33,7 @@
 use super::PageTables;
 use crate::frames::Frame;
 use crate::types::{Prot, PAGE_SIZE};
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use std::sync::Arc;
 
@@ -46,9 +55,10 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 fn loom_walker_never_returns_a_translation_from_a_reused_table() {
     model(|| {
         let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
-        let pt = Arc::new(PageTables::new());
+        let pt = Arc::new(PageTables::new(2));
+        let mut cache = pt.cache(0);
         let (x, y) = (Frame::from_index(1), Frame::from_index(2));
-        pt.fill(A, Prot::READ, || Some(x)).unwrap();
+        pt.fill(&mut cache, A, Prot::READ, || Some(x)).unwrap();
         assert_eq!(pt.table_count(), 4);
         let tables_allocated = pt.allocated_tables();
         let reader = domain.register();
@@ -69,11 +79,12 @@ fn loom_walker_never_returns_a_translation_from_a_reused_table() {
         let mut freed = Vec::new();
         pt.clear_range(A..A + PAGE_SIZE, &mut freed);
         assert_eq!(freed, vec![x]);
-        pt.free_tables(0..1 << 47, &domain);
+        pt.free_tables(&mut cache, 0..1 << 47, &domain);
         assert_eq!(pt.table_count(), 1);
         domain.barrier();
         // mmap(B) + fault: reuses A's three tables.
-        pt.fill(B, Prot::READ_WRITE, || Some(y)).unwrap();
+        pt.fill(&mut cache, B, Prot::READ_WRITE, || Some(y))
+            .unwrap();
         assert_eq!(
             pt.allocated_tables(),
             tables_allocated,
@@ -83,4 +94,62 @@ fn loom_walker_never_returns_a_translation_from_a_reused_table() {
         assert_eq!(pt.lookup(A), None);
         assert_eq!(pt.lookup(B).map(|p| p.frame()), Some(y));
     });
+}
+
+/// Executions of the second model in which the fill reused a returned table.
+static REUSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[test]
+fn loom_tables_return_to_the_retiring_core_only_after_the_grace_period() {
+    model(|| {
+        let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
+        let pt = Arc::new(PageTables::new(2));
+        let mut cache = pt.cache(0);
+        let (x, y) = (Frame::from_index(1), Frame::from_index(2));
+        pt.fill(&mut cache, A, Prot::READ, || Some(x)).unwrap();
+        let tables_allocated = pt.allocated_tables();
+        let reader = domain.register();
+        let walker = {
+            let pt = Arc::clone(&pt);
+            thread::spawn(move || {
+                let _guard = reader.read();
+                if let Some(pte) = pt.lookup(A) {
+                    assert_eq!(
+                        pte.frame(),
+                        x,
+                        "a walker returned a translation from a reused table for its old address"
+                    );
+                }
+            })
+        };
+        let mut freed = Vec::new();
+        pt.clear_range(A..A + PAGE_SIZE, &mut freed);
+        pt.free_tables(&mut cache, 0..1 << 47, &domain);
+        // The reclaimer: waits for the grace period and runs the callback that returns the
+        // tables to core 0's slot, concurrently with core 0's next fill.
+        let returned = Arc::new(AtomicBool::new(false));
+        let reclaimer = {
+            let (domain, returned) = (domain.clone(), Arc::clone(&returned));
+            thread::spawn(move || {
+                domain.barrier();
+                returned.store(true, Ordering::Release);
+            })
+        };
+        pt.fill(&mut cache, B, Prot::READ_WRITE, || Some(y))
+            .unwrap();
+        let fresh = pt.allocated_tables() - tables_allocated;
+        assert!(fresh <= 3, "at most one table per level was allocated");
+        if fresh < 3 {
+            REUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        walker.join().unwrap();
+        reclaimer.join().unwrap();
+        assert!(returned.load(Ordering::Acquire));
+        assert_eq!(pt.lookup(A), None);
+        assert_eq!(pt.lookup(B).map(|p| p.frame()), Some(y));
+    });
+    assert!(
+        REUSED.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "some execution reused the returned tables (the model is not vacuous)"
+    );
 }

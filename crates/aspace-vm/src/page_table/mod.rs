@@ -2,7 +2,8 @@
 //! lock-free by the access path and filled under a per-leaf-table lock.
 //!
 //! The files: `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table
-//! memory: type-stable tables, per-level pools, retirement through RCU), `users.rs` (each leaf's
+//! memory: type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's
+//! table cache: install from it, retire into it, reuse after a grace period), `users.rs` (each leaf's
 //! record of the cores that may cache its translations, for targeted shootdown), this file (the
 //! tree: walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom model of a
 //! walker racing table reclamation and reuse).
@@ -11,9 +12,12 @@
 //!
 //! A 48-bit virtual address is split 9/9/9/9/12 like x86-64's (`entry.rs`). An intermediate
 //! entry is 0 or a child table pointer with `PRESENT` (and, on level-2 entries, `LOCKED`: the
-//! fill lock of the leaf below); a leaf entry is a [`Pte`]. Every table also keeps a 512-bit
-//! `present` bitmap of its non-zero entries, so that freeing a subtree, clearing a leaf or
-//! recycling a table touches only the entries in use (8 words to scan instead of 512). A leaf
+//! fill lock of the leaf below); a leaf entry is a [`Pte`]. Leaves and level-2 tables also keep
+//! a 512-bit `present` bitmap of their non-zero entries, so that freeing a subtree, clearing a
+//! leaf or recycling a table touches only the entries in use (8 words to scan instead of 512).
+//! Level-3 and root tables keep none (`pool::bitmap_kept`: their bitmap line would be written
+//! by every core whose regions lie under the table, one bit per GiB); a free loads their few
+//! entries in its range instead. A leaf
 //! also keeps a **users mask** (`users.rs`, one cache line): bit `c % USER_BITS` is set by core
 //! `c`'s walks that may put one of its translations into a TLB, so that a targeted shootdown
 //! can skip the cores that never read it.
@@ -39,9 +43,9 @@
 //!   gaps, as in the SOSP'25 paper's §3.1 and Fig. 4), keeping the tables at the edges that
 //!   still intersect a region. It walks only the present entries of the (at most two per
 //!   level) partially covered tables. Unlinked tables are scrubbed at once (their few non-zero
-//!   entries zeroed while the lines are still in the freeing core's cache) and retired; the
-//!   pool hands them to the RCU domain in batches and reuses them after a grace period
-//!   (`pool.rs`).
+//!   entries zeroed while the lines are still in the freeing core's cache) and retired into
+//!   the freeing core's cache, which hands them to the RCU domain in batches and reuses them
+//!   after a grace period (`cache.rs`), so that a table's lines stay with one core.
 //!
 //! # Why frees go through RCU (Bonsai, ASPLOS'12 §4-5)
 //!
@@ -91,25 +95,25 @@
 //! here runs on loom atomics. Not for: soft TLBs (`crate::tlb`), deciding what a range may
 //! contain (the region map), frames (`crate::frames`).
 
+mod cache;
 mod entry;
 mod pool;
 mod users;
 
+pub(crate) use cache::PtCache;
 pub(crate) use entry::{rights_removed, Pte, VA_BITS};
 #[cfg(all(test, not(loom)))]
 pub(crate) use users::USER_BITS;
 pub(crate) use users::{UserBit, UserMask};
 
 use crate::frames::Frame;
-use crate::sync::stat::AtomicU64 as StatCounter;
-use crate::sync::{fence, AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 use crate::types::Prot;
 use crossbeam_utils::Backoff;
 use entry::{index, span, ADDR_MASK, ENTRIES, LEVELS, LOCKED, PRESENT};
-use pool::{Retired, Table, TablePool, TablePtr, RETIRE_BATCH};
+use pool::{bitmap_kept, Retired, Table, TablePool, TablePtr};
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering as StatOrdering;
 use std::sync::Arc;
 
 /// Why `fill` failed.
@@ -162,11 +166,9 @@ impl Drop for LeafGuard<'_> {
 /// The page tables of one address space. `Sync`: every core walks and fills them.
 pub(crate) struct PageTables {
     root: NonNull<Table>,
-    /// Tables linked in the tree, the root included (statistics: relaxed).
-    tables: StatCounter,
+    /// Table memory, with the per-core counts of linked tables (`pool.rs`); the per-core
+    /// caches (`cache.rs`) hold the rest.
     pool: Arc<TablePool>,
-    /// Unlinked tables not yet handed to RCU, with their level.
-    retired: Mutex<Retired>,
 }
 
 // SAFETY: the raw `root` pointer is an owned `Table` (atomics only); all shared mutation goes
@@ -183,21 +185,21 @@ impl std::fmt::Debug for PageTables {
     }
 }
 
-impl Default for PageTables {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl PageTables {
-    /// Empty tables: just the root.
-    pub(crate) fn new() -> PageTables {
+    /// Empty tables (just the root) for up to `cores` cores with a slot of their own in the
+    /// pool (more share slots: correct, but their caches' returned lists and counters share
+    /// lines).
+    pub(crate) fn new(cores: usize) -> PageTables {
         PageTables {
             root: Table::alloc().expect("no memory for the root page table"),
-            tables: StatCounter::new(1),
-            pool: Arc::new(TablePool::new()),
-            retired: Mutex::new(Vec::new()),
+            pool: Arc::new(TablePool::new(cores)),
         }
+    }
+
+    /// A cache for core `core` (its index among the attached cores): the tables it installs
+    /// come from it and the tables it frees return to it (`cache.rs`).
+    pub(crate) fn cache(&self, core: usize) -> PtCache {
+        PtCache::new(&self.pool, core)
     }
 
     #[inline]
@@ -219,7 +221,8 @@ impl PageTables {
 
     /// Tables linked in the tree, the root included.
     pub(crate) fn table_count(&self) -> u64 {
-        self.tables.load(StatOrdering::Relaxed)
+        // Summed over the per-core counts: exact when no install or free is in flight.
+        u64::try_from(1 + self.pool.linked()).unwrap_or(0)
     }
 
     /// The present leaf entry for `va`, or `None`. Lock-free; the answer is current only while
@@ -272,10 +275,13 @@ impl PageTables {
     /// # Errors
     /// [`FillError::NoFrame`] when `frame()` returned `None`.
     ///
+    /// The tables it installs come from `cache`.
+    ///
     /// # Panics
-    /// If `va >= 2^48`.
+    /// If `va >= 2^48`, or if `cache` was not made by these tables ([`PageTables::cache`]).
     pub(crate) fn fill(
         &self,
+        cache: &mut PtCache,
         va: u64,
         prot: Prot,
         frame: impl FnOnce() -> Option<Frame>,
@@ -284,8 +290,9 @@ impl PageTables {
             va >> VA_BITS == 0,
             "address {va:#x} beyond the 48-bit page tables"
         );
+        cache.check(&self.pool);
         let guard = loop {
-            let slot = self.leaf_slot(va).ok_or(FillError::NoTable)?;
+            let slot = self.leaf_slot(cache, va).ok_or(FillError::NoTable)?;
             if let Some(guard) = self.lock_leaf(slot) {
                 break guard;
             }
@@ -395,7 +402,7 @@ impl PageTables {
     /// The level-2 entry above `va`'s leaf, installing missing tables on the way; `None` when a
     /// table could not be allocated.
     #[inline]
-    fn leaf_slot(&self, va: u64) -> Option<&AtomicU64> {
+    fn leaf_slot(&self, cache: &mut PtCache, va: u64) -> Option<&AtomicU64> {
         let mut table = self.root();
         let mut level = LEVELS;
         loop {
@@ -404,7 +411,7 @@ impl PageTables {
             // Acquire: pairs with the Release CAS in `install` (the child's contents).
             let mut e = slot.load(Ordering::Acquire);
             if e & PRESENT == 0 {
-                e = self.install(table, i, level - 1)?;
+                e = self.install(cache, table, i, level - 1)?;
             }
             if level == 2 {
                 return Some(slot);
@@ -418,22 +425,25 @@ impl PageTables {
     /// entry now there (ours, or the one a concurrent filler installed first); `None` when no
     /// table could be allocated.
     #[cold]
-    fn install(&self, parent: &Table, i: usize, level: u32) -> Option<u64> {
-        let table = self.pool.get(level)?;
+    fn install(&self, cache: &mut PtCache, parent: &Table, i: usize, level: u32) -> Option<u64> {
+        let table = cache.get(level)?;
         let new = table.as_ptr() as u64 | PRESENT;
         // Success Release: publishes the zeroed table; pairs with the Acquire loads of walkers
         // (`lookup`, `leaf_slot`, `visit`). Failure Acquire: pairs with the winner's Release
         // CAS, so the winner's table is visible before we walk into it.
         match parent.entries[i].compare_exchange(0, new, Ordering::Release, Ordering::Acquire) {
             Ok(_) => {
-                // Relaxed: bitmap readers rely on the caller's exclusion (see `Table::present`).
-                parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
-                self.tables.fetch_add(1, StatOrdering::Relaxed);
+                if bitmap_kept(level + 1) {
+                    // Relaxed: bitmap readers rely on the caller's exclusion (see
+                    // `Table::present`).
+                    parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+                }
+                self.pool.count_linked(cache.slot(), 1);
                 Some(new)
             }
             Err(current) => {
                 // Never published: no walker saw it, so it goes back without a grace period.
-                self.pool.put(level, table);
+                cache.put(level, table);
                 Some(current)
             }
         }
@@ -588,31 +598,34 @@ impl PageTables {
     }
 
     /// Unlinks every table below the root whose whole coverage lies inside `empty` and
-    /// reclaims it through `domain` after a grace period (batched: `pool.rs`).
+    /// retires it into `cache`, which reuses it after a grace period of `domain` (batched:
+    /// `cache.rs`).
     ///
     /// Preconditions: no region intersects `empty`, every PTE in it was cleared, no fill runs
     /// inside it, and `domain` is the domain whose read guards walkers hold (always the same).
+    ///
+    /// # Panics
+    /// If `cache` was not made by these tables ([`PageTables::cache`]).
     pub(crate) fn free_tables<F: aspace_rcu::Flavor>(
         &self,
+        cache: &mut PtCache,
         empty: Range<u64>,
         domain: &aspace_rcu::Domain<F>,
     ) {
+        cache.check(&self.pool);
         let empty = empty.start..empty.end.min(1 << VA_BITS);
         if empty.start >= empty.end {
             return;
         }
-        let mut retired = self.retired.lock();
-        let before = retired.len();
-        self.free_in(self.root(), LEVELS, 0, &empty, &mut retired);
-        let freed = retired.len() - before;
-        if freed == 0 {
+        let mut unlinked = Retired::new();
+        self.free_in(self.root(), LEVELS, 0, &empty, &mut unlinked);
+        if unlinked.is_empty() {
             return;
         }
-        self.tables.fetch_sub(freed as u64, StatOrdering::Relaxed);
-        if retired.len() >= RETIRE_BATCH {
-            let batch = std::mem::take(&mut *retired);
-            drop(retired);
-            TablePool::retire(&self.pool, batch, domain);
+        self.pool
+            .count_linked(cache.slot(), -(unlinked.len() as i64));
+        for (t, level) in unlinked {
+            cache.retire(t, level, domain);
         }
     }
 
@@ -624,16 +637,32 @@ impl PageTables {
         if lo >= hi {
             return;
         }
-        let first = ((lo - base) / span) as usize;
-        let last = ((hi - 1 - base) / span) as usize;
-        table.for_each_present(first, last, |i| {
+        let (first, last) = if level == 2 {
+            // Only leaves wholly inside `empty` go; when there is none, do not even read the
+            // bitmap: a range that just touches a table (an arena's edge in the next GiB) would
+            // otherwise read a line the table's owner writes on every fill of a new leaf.
+            let first = (lo - base).div_ceil(span);
+            let end = (hi - base) / span;
+            if first >= end {
+                return;
+            }
+            (first as usize, end as usize - 1)
+        } else {
+            (
+                ((lo - base) / span) as usize,
+                ((hi - 1 - base) / span) as usize,
+            )
+        };
+        table.for_each_child(level, first, last, |i| {
             let child_base = base + i as u64 * span;
             let slot = &table.entries[i];
             if empty.start <= child_base && child_base + span <= empty.end {
                 let e = Self::unlink(slot);
                 if e & PRESENT != 0 {
-                    // Relaxed: bitmap, see `Table::present`.
-                    table.present[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+                    if bitmap_kept(level) {
+                        // Relaxed: bitmap, see `Table::present`.
+                        table.present[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+                    }
                     self.collect(e, level - 1, out);
                 }
             } else if level > 2 {
@@ -688,10 +717,12 @@ impl PageTables {
                 }
             });
         } else if level > 2 {
-            table.for_each_present(0, ENTRIES - 1, |i| {
+            table.for_each_child(level, 0, ENTRIES - 1, |i| {
                 // Relaxed: the subtree is unlinked and no fill installs in it (caller's
                 // contract); the entries were published to us by the caller's exclusion.
                 let c = table.entries[i].load(Ordering::Relaxed);
+                // Zeroed while visited (no bitmap here: `scrub` would scan all 512 again).
+                table.entries[i].store(0, Ordering::Relaxed);
                 if c & PRESENT != 0 {
                     self.collect(c, level - 1, out);
                 }
@@ -704,11 +735,12 @@ impl PageTables {
         }
         // Zero it now, while its lines are in our cache (for a leaf a no-op unless the
         // caller broke the contract: its frames leak but no stale PTE survives into reuse).
-        table.scrub();
+        table.scrub(level);
         out.push((TablePtr(NonNull::from(table)), level));
     }
 
-    /// Tables taken from the allocator so far (recycled ones are not counted again).
+    /// Tables taken from the allocator so far (recycled ones are not counted again; the root
+    /// not counted).
     #[cfg(test)]
     fn allocated_tables(&self) -> u64 {
         self.pool.allocated()
@@ -737,12 +769,8 @@ impl PageTables {
 impl Drop for PageTables {
     fn drop(&mut self) {
         Self::drop_subtree(self.root, LEVELS);
-        for (t, _) in self.retired.get_mut().drain(..) {
-            // SAFETY: retired tables are unlinked, and with `&mut self` no walker can still be
-            // reading them; nothing else owns them.
-            unsafe { t.dealloc() };
-        }
-        // Pooled tables go with the pool (now, or when the last pending RCU callback ran).
+        // Pooled, cached and retired tables go with the pool (now, or when the last cache
+        // or pending RCU callback holding it is gone).
     }
 }
 

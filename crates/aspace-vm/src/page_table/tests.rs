@@ -7,6 +7,8 @@ use std::sync::atomic::AtomicUsize;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
+/// Core slots of the page tables under test.
+const THREADS_MAX: usize = 4;
 
 fn pool() -> FramePool {
     FramePool::new(64 * MIB, 8).unwrap()
@@ -14,13 +16,14 @@ fn pool() -> FramePool {
 
 #[test]
 fn fill_then_lookup_returns_the_same_entry() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     let pool = pool();
     let mut cache = FrameCache::new();
     let va = 0x7f12_3456_7000;
     assert_eq!(pt.lookup(va), None);
     let pte = pt
-        .fill(va, Prot::READ_WRITE, || cache.alloc(&pool))
+        .fill(&mut ptc, va, Prot::READ_WRITE, || cache.alloc(&pool))
         .unwrap();
     assert!(pte.present());
     assert_eq!(pte.prot(), Prot::READ_WRITE);
@@ -31,7 +34,7 @@ fn fill_then_lookup_returns_the_same_entry() {
     assert_eq!(pt.table_count(), 4);
     // A second fill finds it and does not allocate.
     let again = pt
-        .fill(va, Prot::READ, || {
+        .fill(&mut ptc, va, Prot::READ, || {
             panic!("allocator called for a present page")
         })
         .unwrap();
@@ -46,20 +49,22 @@ fn fill_then_lookup_returns_the_same_entry() {
 
 #[test]
 fn fill_without_a_frame_fails_and_maps_nothing() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     assert_eq!(
-        pt.fill(0x40_0000, Prot::READ, || None),
+        pt.fill(&mut ptc, 0x40_0000, Prot::READ, || None),
         Err(FillError::NoFrame)
     );
     assert_eq!(pt.lookup(0x40_0000), None);
     let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
-    pt.free_tables(0..1 << 47, &domain);
+    pt.free_tables(&mut ptc, 0..1 << 47, &domain);
     assert_eq!(pt.table_count(), 1);
 }
 
 #[test]
 fn clear_range_returns_only_frames_inside_the_range() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     let pool = pool();
     let mut cache = FrameCache::new();
     // Pages around a 2 MiB and a 1 GiB boundary.
@@ -67,9 +72,11 @@ fn clear_range_returns_only_frames_inside_the_range() {
     let mut frames = Vec::new();
     for p in 0..16 {
         frames.push(
-            pt.fill(base + p * PAGE_SIZE, Prot::READ, || cache.alloc(&pool))
-                .unwrap()
-                .frame(),
+            pt.fill(&mut ptc, base + p * PAGE_SIZE, Prot::READ, || {
+                cache.alloc(&pool)
+            })
+            .unwrap()
+            .frame(),
         );
     }
     let mut out = Vec::new();
@@ -101,15 +108,18 @@ fn clear_range_returns_only_frames_inside_the_range() {
 
 #[test]
 fn protect_range_reports_removed_rights_and_keeps_frames() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     let pool = pool();
     let mut cache = FrameCache::new();
     let va = 0x1000_0000;
     let a = pt
-        .fill(va, Prot::READ_WRITE, || cache.alloc(&pool))
+        .fill(&mut ptc, va, Prot::READ_WRITE, || cache.alloc(&pool))
         .unwrap();
     let b = pt
-        .fill(va + PAGE_SIZE, Prot::READ_WRITE, || cache.alloc(&pool))
+        .fill(&mut ptc, va + PAGE_SIZE, Prot::READ_WRITE, || {
+            cache.alloc(&pool)
+        })
         .unwrap();
     assert!(!pt.protect_range(va..va + 2 * PAGE_SIZE, Prot::READ_WRITE | Prot::EXEC));
     assert!(pt.protect_range(va..va + PAGE_SIZE, Prot::READ));
@@ -142,7 +152,8 @@ fn protect_range_reports_removed_rights_and_keeps_frames() {
 
 #[test]
 fn free_tables_keeps_a_table_still_intersecting_a_region() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     let pool = pool();
     let mut cache = FrameCache::new();
     let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
@@ -152,7 +163,7 @@ fn free_tables_keeps_a_table_still_intersecting_a_region() {
     let b = 2 * MIB + PAGE_SIZE;
     let c = 600 * GIB;
     for va in [a, b, c] {
-        pt.fill(va, Prot::READ_WRITE, || cache.alloc(&pool))
+        pt.fill(&mut ptc, va, Prot::READ_WRITE, || cache.alloc(&pool))
             .unwrap();
     }
     // root + L3 + L2 + 2 leaves, and L3 + L2 + leaf for C.
@@ -161,18 +172,18 @@ fn free_tables_keeps_a_table_still_intersecting_a_region() {
     // freed. A's leaf ([0, 2M)) still intersects A: kept, and with it the L2 and L3.
     let mut out = Vec::new();
     pt.clear_range(b..b + PAGE_SIZE, &mut out);
-    pt.free_tables(a + PAGE_SIZE..c, &domain);
+    pt.free_tables(&mut ptc, a + PAGE_SIZE..c, &domain);
     assert_eq!(pt.table_count(), 7);
     assert!(pt.lookup(a).is_some(), "A's translation survives");
     assert!(pt.lookup(c).is_some(), "C's translation survives");
     // Unmap C: gap [A's end, 2^47): C's L3, L2 and leaf go.
     pt.clear_range(c..c + PAGE_SIZE, &mut out);
-    pt.free_tables(a + PAGE_SIZE..1 << 47, &domain);
+    pt.free_tables(&mut ptc, a + PAGE_SIZE..1 << 47, &domain);
     assert_eq!(pt.table_count(), 4);
     assert!(pt.lookup(a).is_some());
     // Unmap A: everything goes; the tables return to 1 (the root).
     pt.clear_range(a..a + PAGE_SIZE, &mut out);
-    pt.free_tables(0..1 << 47, &domain);
+    pt.free_tables(&mut ptc, 0..1 << 47, &domain);
     assert_eq!(pt.table_count(), 1);
     assert_eq!(pt.lookup(a), None);
     for f in out {
@@ -183,7 +194,8 @@ fn free_tables_keeps_a_table_still_intersecting_a_region() {
 
 #[test]
 fn freed_tables_are_reused_after_a_grace_period() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     let pool = pool();
     let mut cache = FrameCache::new();
     let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
@@ -192,20 +204,20 @@ fn freed_tables_are_reused_after_a_grace_period() {
     // Each cycle installs 3 tables below the root and frees them; with a batch of 4 the
     // retired tables go to RCU every other cycle.
     for _ in 0..8 {
-        pt.fill(va, Prot::READ_WRITE, || cache.alloc(&pool))
+        pt.fill(&mut ptc, va, Prot::READ_WRITE, || cache.alloc(&pool))
             .unwrap();
         pt.clear_range(va..va + PAGE_SIZE, &mut out);
-        pt.free_tables(0..1 << 47, &domain);
+        pt.free_tables(&mut ptc, 0..1 << 47, &domain);
         assert_eq!(pt.table_count(), 1);
         cache.free(&pool, out.pop().unwrap());
     }
     domain.barrier();
     let allocated = pt.allocated_tables();
     for _ in 0..2 {
-        pt.fill(va, Prot::READ_WRITE, || cache.alloc(&pool))
+        pt.fill(&mut ptc, va, Prot::READ_WRITE, || cache.alloc(&pool))
             .unwrap();
         pt.clear_range(va..va + PAGE_SIZE, &mut out);
-        pt.free_tables(0..1 << 47, &domain);
+        pt.free_tables(&mut ptc, 0..1 << 47, &domain);
         cache.free(&pool, out.pop().unwrap());
     }
     assert_eq!(
@@ -219,7 +231,8 @@ fn freed_tables_are_reused_after_a_grace_period() {
 
 #[test]
 fn table_count_returns_to_one_after_unmapping_scattered_pages() {
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
+    let mut ptc = pt.cache(0);
     let pool = pool();
     let mut cache = FrameCache::new();
     let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
@@ -229,7 +242,8 @@ fn table_count_returns_to_one_after_unmapping_scattered_pages() {
     vas.sort_unstable();
     vas.dedup();
     for &va in &vas {
-        pt.fill(va, Prot::READ, || cache.alloc(&pool)).unwrap();
+        pt.fill(&mut ptc, va, Prot::READ, || cache.alloc(&pool))
+            .unwrap();
     }
     assert!(pt.table_count() > 64);
     let mut out = Vec::new();
@@ -237,7 +251,7 @@ fn table_count_returns_to_one_after_unmapping_scattered_pages() {
     for piece in 0..8u64 {
         let r = piece << 44..(piece + 1) << 44;
         pt.clear_range(r.clone(), &mut out);
-        pt.free_tables(r, &domain);
+        pt.free_tables(&mut ptc, r, &domain);
     }
     assert_eq!(out.len(), vas.len());
     assert_eq!(pt.table_count(), 1);
@@ -252,17 +266,18 @@ fn table_count_returns_to_one_after_unmapping_scattered_pages() {
 fn concurrent_fills_of_one_page_allocate_one_frame() {
     let pool = pool();
     for round in 0..200u64 {
-        let pt = PageTables::new();
+        let pt = PageTables::new(THREADS_MAX);
         let calls = AtomicUsize::new(0);
         let va = 0x7000_0000_0000 + round * 3 * GIB;
         let results: Vec<Pte> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..2)
-                .map(|_| {
+                .map(|t| {
                     let (pt, pool, calls) = (&pt, &pool, &calls);
                     s.spawn(move || {
                         let mut cache = FrameCache::new();
+                        let mut ptc = pt.cache(t);
                         let pte = pt
-                            .fill(va, Prot::READ_WRITE, || {
+                            .fill(&mut ptc, va, Prot::READ_WRITE, || {
                                 calls.fetch_add(1, Ordering::Relaxed);
                                 cache.alloc(pool)
                             })
@@ -299,7 +314,7 @@ fn stress_fill_lookup_clear_free_keeps_accounting_exact() {
     const THREADS: u64 = 4;
     const ROUNDS: u64 = 300;
     let pool = FramePool::new(64 * MIB, 4).unwrap();
-    let pt = PageTables::new();
+    let pt = PageTables::new(THREADS_MAX);
     let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
     std::thread::scope(|s| {
         for t in 0..THREADS {
@@ -307,6 +322,7 @@ fn stress_fill_lookup_clear_free_keeps_accounting_exact() {
             s.spawn(move || {
                 let reader = domain.register();
                 let mut cache = FrameCache::new();
+                let mut ptc = pt.cache(t as usize);
                 let base = 0x10_0000_0000 + t * 64 * MIB;
                 let mut out = Vec::new();
                 let mut x = t + 1;
@@ -318,7 +334,9 @@ fn stress_fill_lookup_clear_free_keeps_accounting_exact() {
                     let n = 1 + (x >> 20) % 40;
                     let r = base + first..base + first + n * PAGE_SIZE;
                     for va in r.clone().step_by(PAGE_SIZE as usize) {
-                        let pte = pt.fill(va, Prot::READ_WRITE, || cache.alloc(pool)).unwrap();
+                        let pte = pt
+                            .fill(&mut ptc, va, Prot::READ_WRITE, || cache.alloc(pool))
+                            .unwrap();
                         // SAFETY: the frame is mapped only in this thread's slice.
                         unsafe { *pool.ptr(pte.frame()) = t as u8 + 1 };
                     }
@@ -336,19 +354,126 @@ fn stress_fill_lookup_clear_free_keeps_accounting_exact() {
                     pt.clear_range(r.clone(), &mut out);
                     assert_eq!(out.len() as u64, n);
                     // The slice is ours and now empty: free its tables.
-                    pt.free_tables(base..base + 64 * MIB, domain);
+                    pt.free_tables(&mut ptc, base..base + 64 * MIB, domain);
                     for f in out.drain(..) {
                         cache.free(pool, f);
                     }
                 }
                 cache.drain(pool);
+                ptc.drain(domain);
             });
         }
     });
     assert_eq!(pool.in_use(), 0);
     // The slices share one level-3 and one level-2 table (all within 256 MiB of a 1 GiB
     // boundary); their own leaves were freed. Freeing the whole space leaves the root.
-    pt.free_tables(0..1 << 47, &domain);
+    let mut ptc = pt.cache(0);
+    pt.free_tables(&mut ptc, 0..1 << 47, &domain);
     assert_eq!(pt.table_count(), 1);
+    domain.barrier();
+}
+
+#[test]
+fn table_freed_by_a_core_is_reused_by_that_core_after_the_grace_period() {
+    let pool = pool();
+    let mut frames = FrameCache::new();
+    let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
+    let pt = PageTables::new(2);
+    let (mut a, mut b) = (pt.cache(0), pt.cache(1));
+    // Core A maps and unmaps pages under distinct root entries: 3 tables each time, retired
+    // into A's cache until a batch goes to RCU.
+    let mut out = Vec::new();
+    let mut round = 0u64;
+    loop {
+        let va = (round + 1) << 39;
+        pt.fill(&mut a, va, Prot::READ, || frames.alloc(&pool))
+            .unwrap();
+        pt.clear_range(va..va + PAGE_SIZE, &mut out);
+        pt.free_tables(&mut a, 0..1 << 47, &domain);
+        round += 1;
+        if a.retired_len() == 0 {
+            break;
+        }
+    }
+    assert_eq!(a.retired_len(), 0, "A's batch was handed to RCU");
+    let allocated = pt.allocated_tables();
+    domain.barrier();
+    // B finds nothing of A's: it allocates its three tables.
+    pt.fill(&mut b, 1 << 46, Prot::READ, || frames.alloc(&pool))
+        .unwrap();
+    assert_eq!(
+        pt.allocated_tables(),
+        allocated + 3,
+        "B took none of A's returned tables"
+    );
+    // A reuses its own.
+    pt.fill(&mut a, 3 << 45, Prot::READ, || frames.alloc(&pool))
+        .unwrap();
+    assert_eq!(
+        pt.allocated_tables(),
+        allocated + 3,
+        "A reused the tables it freed"
+    );
+    assert_eq!(pt.table_count(), 7);
+    pt.clear_range(0..1 << 47, &mut out);
+    for f in out.drain(..) {
+        frames.free(&pool, f);
+    }
+    frames.drain(&pool);
+    pt.free_tables(&mut b, 0..1 << 47, &domain);
+    assert_eq!(
+        pt.table_count(),
+        1,
+        "per-core counts sum to the linked tables"
+    );
+}
+
+#[test]
+#[should_panic(expected = "another space")]
+fn cache_of_another_space_is_refused() {
+    let (pt, other) = (PageTables::new(1), PageTables::new(1));
+    let mut c = other.cache(0);
+    let _ = pt.fill(&mut c, PAGE_SIZE, Prot::READ, || None);
+}
+
+#[test]
+fn tables_above_level_2_keep_no_bitmap_and_still_free_exactly() {
+    let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
+    let pt = PageTables::new(1);
+    let mut ptc = pt.cache(0);
+    // Two GiBs under one level-3 table, and another root entry.
+    for va in [GIB, 5 * GIB, (1 << 39) + GIB] {
+        pt.fill(&mut ptc, va, Prot::READ, || Some(Frame::from_index(1)))
+            .unwrap();
+    }
+    assert_eq!(pt.table_count(), 1 + 1 + 2 + 2 + 1 + 1 + 1);
+    let root = pt.root();
+    assert!(root.present.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+    let l3 = pt.child(root.entries[0].load(Ordering::Relaxed));
+    assert!(l3.present.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+    let l2 = pt.child(l3.entries[1].load(Ordering::Relaxed));
+    assert_ne!(
+        l2.present[0].load(Ordering::Relaxed),
+        0,
+        "level 2 keeps its bitmap"
+    );
+    let mut out = Vec::new();
+    pt.clear_range(0..1 << 47, &mut out);
+    assert_eq!(out.len(), 3);
+    // Free the first GiB's subtree only: the entries of the level-3 table are found by loading.
+    pt.free_tables(&mut ptc, GIB..2 * GIB, &domain);
+    assert_eq!(
+        pt.table_count(),
+        9 - 2,
+        "its level-2 table and leaf were freed"
+    );
+    assert_ne!(
+        l3.entries[5].load(Ordering::Relaxed),
+        0,
+        "the other GiB stays"
+    );
+    pt.free_tables(&mut ptc, 0..1 << 47, &domain);
+    assert_eq!(pt.table_count(), 1);
+    assert!(root.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
     domain.barrier();
 }

@@ -243,9 +243,10 @@ mod tests {
 
     /// Tables with pages `va`, `va + PAGE_SIZE` and `va + LEAF` (the next leaf) filled.
     fn tables(va: u64) -> PageTables {
-        let pt = PageTables::new();
+        let pt = PageTables::new(1);
+        let mut ptc = pt.cache(0);
         for (i, p) in [va, va + PAGE_SIZE, va + LEAF].into_iter().enumerate() {
-            pt.fill(p, Prot::READ_WRITE, || {
+            pt.fill(&mut ptc, p, Prot::READ_WRITE, || {
                 Some(Frame::from_index(i as u32 + 1))
             })
             .unwrap();
@@ -255,7 +256,7 @@ mod tests {
 
     /// The users record of the leaf of `va`.
     fn leaf_users(pt: &PageTables, va: u64) -> UserMask {
-        let slot = pt.leaf_slot(va).unwrap();
+        let slot = pt.leaf_slot(&mut pt.cache(0), va).unwrap();
         let e = slot.load(Ordering::Relaxed);
         pt.child(e).users.snapshot()
     }
@@ -317,16 +318,18 @@ mod tests {
     fn freeing_a_leaf_resets_its_record() {
         let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
         let va = 0x40_0000;
-        let pt = PageTables::new();
+        let pt = PageTables::new(1);
+        let mut ptc = pt.cache(0);
         let u = UserBit::of(5, 256);
-        pt.fill(va, Prot::READ, || Some(Frame::from_index(1)))
+        pt.fill(&mut ptc, va, Prot::READ, || Some(Frame::from_index(1)))
             .unwrap();
         pt.lookup_recorded(va, u);
         assert_eq!(leaf_users(&pt, va), mask_of(&[u]));
-        let leaf = pt.leaf_slot(va).unwrap().load(Ordering::Relaxed) & super::super::ADDR_MASK;
+        let leaf =
+            pt.leaf_slot(&mut ptc, va).unwrap().load(Ordering::Relaxed) & super::super::ADDR_MASK;
         let mut freed = Vec::new();
         pt.clear_range(va..va + PAGE_SIZE, &mut freed);
-        pt.free_tables(0..1 << 47, &domain);
+        pt.free_tables(&mut ptc, 0..1 << 47, &domain);
         assert_eq!(pt.table_count(), 1, "the leaf was unlinked");
         // SAFETY: the unlinked leaf is retired, not freed: table memory stays allocated while
         // `pt` lives (type-stable, `pool.rs`), and a `Table` is atomics only.

@@ -86,10 +86,11 @@ fn fault_beside_a_mapped_page() -> (
     Frame,
     thread::JoinHandle<CheckedFill>,
 ) {
-    let pt = Arc::new(PageTables::new());
+    let pt = Arc::new(PageTables::new(3));
     let r = Arc::new(region());
     let (x, y) = (Frame::from_index(1), Frame::from_index(2));
-    pt.fill(B, Prot::READ, || Some(y)).unwrap();
+    pt.fill(&mut pt.cache(0), B, Prot::READ, || Some(y))
+        .unwrap();
     let fault = {
         let (pt, r) = (Arc::clone(&pt), Arc::clone(&r));
         thread::spawn(move || stage1(&pt, &r, x))
@@ -137,7 +138,7 @@ fn loom_stage1_fill_never_keeps_write_access_after_an_overlapping_mprotect() {
 #[test]
 fn loom_stage1_fill_sees_the_mark_when_the_leaf_appears_behind_the_munmaps_walk() {
     model(|| {
-        let pt = Arc::new(PageTables::new());
+        let pt = Arc::new(PageTables::new(3));
         let r = Arc::new(region());
         let (x, y) = (Frame::from_index(1), Frame::from_index(2));
         // No table yet: a third core's fault of another region in the same leaf installs it
@@ -145,7 +146,8 @@ fn loom_stage1_fill_sees_the_mark_when_the_leaf_appears_behind_the_munmaps_walk(
         let installer = {
             let pt = Arc::clone(&pt);
             thread::spawn(move || {
-                pt.fill(B, Prot::READ, || Some(y)).unwrap();
+                pt.fill(&mut pt.cache(2), B, Prot::READ, || Some(y))
+                    .unwrap();
             })
         };
         let fault = {
@@ -169,12 +171,13 @@ fn loom_stage1_fill_sees_the_mark_when_the_leaf_appears_behind_the_munmaps_walk(
 fn loom_stage1_fill_holding_a_leaf_lock_never_leaves_the_leaf_in_a_freed_table() {
     model(|| {
         let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
-        let pt = Arc::new(PageTables::new());
+        let pt = Arc::new(PageTables::new(3));
         let r = Arc::new(region());
         let (x, y) = (Frame::from_index(1), Frame::from_index(2));
         // The region's first page is mapped (so the leaf exists); a fault fills the second
         // while the munmap of the whole region clears and frees every table.
-        pt.fill(A, Prot::READ_WRITE, || Some(x)).unwrap();
+        let mut ptc = pt.cache(0);
+        pt.fill(&mut ptc, A, Prot::READ_WRITE, || Some(x)).unwrap();
         let reader = domain.register();
         let fault = {
             let (pt, r) = (Arc::clone(&pt), Arc::clone(&r));
@@ -193,7 +196,7 @@ fn loom_stage1_fill_holding_a_leaf_lock_never_leaves_the_leaf_in_a_freed_table()
         r.mark_replaced();
         let mut freed = Vec::new();
         pt.clear_range(A..B + PAGE_SIZE, &mut freed);
-        pt.free_tables(0..1 << 47, &domain);
+        pt.free_tables(&mut ptc, 0..1 << 47, &domain);
         let outcome = fault.join().unwrap();
         if outcome == (CheckedFill::Filled { new_frame: true }) {
             assert!(
@@ -207,7 +210,7 @@ fn loom_stage1_fill_holding_a_leaf_lock_never_leaves_the_leaf_in_a_freed_table()
         // must come back empty (a lock holder's unlock must not have stored the leaf back into
         // a freed table, or this fill would find a stale leaf and install fewer tables).
         let far = B + (1 << 39);
-        pt.fill(far, Prot::READ, || Some(x)).unwrap();
+        pt.fill(&mut ptc, far, Prot::READ, || Some(x)).unwrap();
         assert_eq!(
             pt.table_count(),
             4,

@@ -85,3 +85,33 @@ fn concurrent_mmaps_edits_and_faults_keep_every_invariant_and_the_count_exact() 
     assert_eq!(design(&space).map.len(), 0);
     assert_eq!(space.stats().page_tables, 1);
 }
+
+#[test]
+fn auto_arenas_are_aligned_so_that_no_page_table_serves_two() {
+    for cores in [1, 2, 4, 64, 128, 256] {
+        let config = crate::Config {
+            max_cores: cores,
+            ..crate::Config::default()
+        };
+        let l = super::arena_layout(&config).expect("the default range has arenas");
+        let raw = (config.max_addr - config.min_addr) / 32 / l.count as u64;
+        // 8 GiB: a line of level-3 entries (the default range gives 128 arenas >= 24 GiB).
+        let align: u64 = 8 << 30;
+        assert_eq!(l.base % align, 0, "{cores} cores: base {:#x}", l.base);
+        assert_eq!(l.size % align, 0, "{cores} cores: size {:#x}", l.size);
+        assert!(
+            l.size * 3 >= raw * 2,
+            "{cores} cores: alignment cost over a third"
+        );
+        assert!(l.base + l.count as u64 * l.size <= config.max_addr);
+    }
+    // A small range: aligned to leaves (2 MiB) or pages, never off when 64 pages fit.
+    let config = crate::Config {
+        max_cores: 4,
+        min_addr: 0x1_0000,
+        max_addr: 1 << 34,
+        ..crate::Config::default()
+    };
+    let l = super::arena_layout(&config).unwrap();
+    assert_eq!((l.base % (2 << 20), l.size % (2 << 20)), (0, 0));
+}

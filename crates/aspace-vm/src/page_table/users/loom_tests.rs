@@ -88,16 +88,18 @@ unsafe impl Send for World {}
 impl World {
     fn new(max_cores: usize) -> Arc<World> {
         let w = World {
-            pt: PageTables::new(),
+            pt: PageTables::new(max_cores),
             sd: Shootdown::new(max_cores),
             max_cores,
             frames: [UnsafeCell::new(DATA), UnsafeCell::new(DATA)],
             returned: AtomicBool::new(false),
         };
-        w.pt.fill(A, Prot::READ, || Some(Frame::from_index(1)))
+        let mut cache = w.pt.cache(0);
+        w.pt.fill(&mut cache, A, Prot::READ, || Some(Frame::from_index(1)))
             .unwrap();
-        w.pt.fill(B, Prot::READ, || Some(Frame::from_index(2)))
+        w.pt.fill(&mut cache, B, Prot::READ, || Some(Frame::from_index(2)))
             .unwrap();
+        drop(cache);
         Arc::new(w)
     }
 
