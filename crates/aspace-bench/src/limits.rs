@@ -22,6 +22,13 @@ pub const MAX_DURATION_MS: u64 = 60_000;
 pub const MAX_REPEAT: usize = 1000;
 
 /// Refuses an empty list of thread counts, or one with a count outside `1..=MAX_THREADS`.
+/// `metis`: default words of the text (`--metis-words`); one job takes ~25 ms at one thread on
+/// the development machine.
+pub const METIS_DEFAULT_WORDS: usize = 1 << 20;
+
+/// `metis`: most words of the text (`--metis-words`).
+pub const METIS_MAX_WORDS: usize = 1 << 24;
+
 pub fn check_threads(threads: &[usize]) -> Result<(), BenchError> {
     if threads.is_empty() {
         return Err(BenchError::InvalidArgument(

@@ -51,7 +51,7 @@ impl Default for Config {
             writers: 1,
             update_rate: None,
             mmap_pct: 10,
-            metis_words: crate::workloads::metis::DEFAULT_WORDS,
+            metis_words: crate::limits::METIS_DEFAULT_WORDS,
         }
     }
 }

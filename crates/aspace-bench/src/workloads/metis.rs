@@ -67,11 +67,7 @@ use std::time::Instant;
 use table::{TableDir, TableWriter};
 use text::{check_index, Assignment, Text, VOCAB};
 
-/// Default words of the text: one job takes ~25 ms at one thread on the development machine.
-pub const DEFAULT_WORDS: usize = 1 << 20;
-
-/// Most words of the text (`--metis-words`).
-pub const MAX_WORDS: usize = 1 << 24;
+pub use crate::limits::{METIS_DEFAULT_WORDS as DEFAULT_WORDS, METIS_MAX_WORDS as MAX_WORDS};
 
 /// `metis`: 8 MiB segments, like Streamflow in Metis.
 pub struct Metis;
