@@ -12,8 +12,10 @@
 //! callback, which after the grace period pushes it onto the returned list of the retiring
 //! core's slot (`TablePool::recycle`): the callback runs on the reclaimer thread and cannot
 //! reach the owner's `&mut` lists, so the owner drains the returned list itself, one lock per
-//! batch. A level's list that grows past `2 * RETIRE_BATCH` spills its `RETIRE_BATCH` oldest
-//! tables to the shared lists, so that a core that frees more than it installs does not hoard.
+//! batch. A level's list (own or returned) that grows past `2 * RETIRE_BATCH` spills its oldest
+//! tables down to `RETIRE_BATCH` to the shared lists, in `put`, after draining the returned list
+//! and in the RCU callback itself, so that a core that frees more than it installs (one core
+//! faults, another unmaps) does not hoard tables the other cores would allocate afresh.
 //!
 //! # Invariants (those of `pool.rs`, kept per core)
 //!
@@ -24,8 +26,8 @@
 //! - Every table here belongs to the pool of the `PageTables` that made the cache
 //!   (`PageTables::cache`); the tree checks it on every use (`PtCache::check`), so a cache of
 //!   another space cannot link foreign memory.
-//! - `drain` (a detaching core) gives `free` to the shared lists and hands `retired` to RCU
-//!   bound for the shared lists; a cache dropped undrained gives `free` to the shared lists and
+//! - `drain` (a detaching core) gives `free` and its slot's returned list to the shared lists and
+//!   hands `retired` to RCU bound for the shared lists; a cache dropped undrained gives `free` to the shared lists and
 //!   orphans `retired` (kept until the pool drops, never reused: no grace period is owed).
 //!
 //! `Send` (it travels with its core), `!Sync`. Not for: the table type or the shared pool
@@ -101,27 +103,38 @@ impl PtCache {
     #[cold]
     fn get_slow(&mut self, level: u32) -> Option<NonNull<Table>> {
         let l = level as usize - 1;
-        if self.pool.take_returned(self.slot, &mut self.free)
-            || self
-                .pool
-                .take_shared(level, RETIRE_BATCH, &mut self.free[l])
-        {
-            if let Some(t) = self.free[l].pop() {
-                return Some(t.0);
+        // The returned list may hold other levels only: the shared lists are tried whenever
+        // this level's list is still empty.
+        if self.pool.take_returned(self.slot, &mut self.free) {
+            self.spill_over_bound();
+        }
+        if self.free[l].is_empty() {
+            self.pool
+                .take_shared(level, RETIRE_BATCH, &mut self.free[l]);
+        }
+        match self.free[l].pop() {
+            Some(t) => Some(t.0),
+            None => self.pool.alloc(self.slot),
+        }
+    }
+
+    /// Gives the oldest tables of every level past `2 * RETIRE_BATCH` to the shared lists.
+    fn spill_over_bound(&mut self) {
+        for level in 1..LEVELS {
+            let l = level as usize - 1;
+            if self.free[l].len() > 2 * RETIRE_BATCH {
+                let excess = self.free[l].len() - RETIRE_BATCH;
+                self.pool.give_shared(level, self.free[l].drain(..excess));
             }
         }
-        self.pool.alloc(self.slot)
     }
 
     /// Takes back a zeroed table of `level` that was never published.
     pub(super) fn put(&mut self, level: u32, table: NonNull<Table>) {
         let l = level as usize - 1;
         self.free[l].push(TablePtr(table));
-        if self.free[l].len() > 2 * RETIRE_BATCH {
-            // The oldest (least likely still in this core's CPU cache) go to the shared lists.
-            self.pool
-                .give_shared(level, self.free[l].drain(..RETIRE_BATCH));
-        }
+        // The oldest (least likely still in this core's CPU cache) go to the shared lists.
+        self.spill_over_bound();
     }
 
     /// Keeps an unlinked, zeroed table of `level` until a grace period passed; hands the
@@ -155,6 +168,10 @@ impl PtCache {
     /// bound for the shared lists (the slot may be reused by another core, or by none).
     pub(crate) fn drain<F: aspace_rcu::Flavor>(&mut self, domain: &aspace_rcu::Domain<F>) {
         self.flush(None, domain);
+        // What came back to the slot (past its grace period) leaves with the free tables; a
+        // batch still in flight lands there later, bounded by `recycle`, and is taken by the
+        // next core on this slot.
+        self.pool.take_returned(self.slot, &mut self.free);
         for level in 1..LEVELS {
             let l = level as usize - 1;
             self.pool.give_shared(level, self.free[l].drain(..));

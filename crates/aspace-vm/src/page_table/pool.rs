@@ -337,13 +337,33 @@ impl TablePool {
         domain.call(move || pool.recycle(batch, slot));
     }
 
-    /// The RCU callback: one lock for the whole batch.
+    /// The RCU callback: one lock for the whole batch. A returned list is bounded: a level's
+    /// list past `2 * RETIRE_BATCH` gives its oldest tables to the shared lists, so that a core
+    /// that frees what other cores installed (one core faults, another unmaps) does not hoard
+    /// tables the installing cores then allocate afresh (memory is type-stable: it would grow
+    /// until the space drops).
     fn recycle(&self, batch: Retired, slot: Option<usize>) {
         match slot {
             Some(slot) => {
-                let mut returned = self.slots[slot].returned.lock();
-                for (t, level) in batch {
-                    returned[level as usize - 1].push(t);
+                let mut spill: Lists = std::array::from_fn(|_| Vec::new());
+                {
+                    let mut returned = self.slots[slot].returned.lock();
+                    for (t, level) in batch {
+                        returned[level as usize - 1].push(t);
+                    }
+                    for (list, out) in returned.iter_mut().zip(spill.iter_mut()) {
+                        if list.len() > 2 * RETIRE_BATCH {
+                            let excess = list.len() - RETIRE_BATCH;
+                            out.extend(list.drain(..excess));
+                        }
+                    }
+                }
+                // Past their grace period: any core may reuse them. Outside the slot's lock
+                // (no lock is taken while holding another here).
+                for (l, tables) in spill.into_iter().enumerate() {
+                    if !tables.is_empty() {
+                        self.give_shared(l as u32 + 1, tables.into_iter());
+                    }
                 }
             }
             // A detached core's last batch (cold): one lock per table.

@@ -1,5 +1,6 @@
 //! Unit and stress tests of the tree (fill, lookup, clear, protect, free, reuse).
 
+use super::pool::RETIRE_BATCH;
 use super::*;
 use crate::frames::{FrameCache, FramePool};
 use crate::types::PAGE_SIZE;
@@ -476,4 +477,31 @@ fn tables_above_level_2_keep_no_bitmap_and_still_free_exactly() {
     assert_eq!(pt.table_count(), 1);
     assert!(root.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
     domain.barrier();
+}
+
+/// One core installs, another frees (a fault on one core, the munmap on another): the freed
+/// tables come back to the freeing core's slot, and without a bound there (the review's case)
+/// the installing core allocated 3 fresh tables per round: 600 after 200 rounds.
+#[test]
+fn tables_freed_by_one_core_and_installed_by_another_do_not_grow_without_bound() {
+    let domain = aspace_rcu::Domain::<aspace_rcu::Memb>::new();
+    let pt = PageTables::new(2);
+    let (mut a, mut b) = (pt.cache(0), pt.cache(1));
+    let mut out = Vec::new();
+    for round in 0..200u64 {
+        let va = (round % 7 + 1) << 39;
+        pt.fill(&mut b, va, Prot::READ, || Some(Frame::from_index(1)))
+            .unwrap();
+        pt.clear_range(va..va + PAGE_SIZE, &mut out);
+        pt.free_tables(&mut a, 0..1 << 47, &domain);
+        domain.barrier();
+    }
+    // Bounded by what the two caches and A's returned list may keep: 2 * RETIRE_BATCH per level
+    // per list, plus a batch in flight.
+    let bound = 3 * (4 * RETIRE_BATCH + RETIRE_BATCH) + 3;
+    assert!(
+        pt.allocated_tables() <= bound as u64,
+        "{} tables allocated for a working set of 3",
+        pt.allocated_tables()
+    );
 }
