@@ -72,6 +72,30 @@ impl Measurement {
         )
     }
 
+    /// A point for tests of the report: `ops` per second with the range `(min, max)`, one
+    /// thread's ns per operation, 3 repeats of 500 ms, no extra metrics.
+    #[cfg(test)]
+    pub(crate) fn example(
+        workload: &str,
+        design: &str,
+        threads: usize,
+        ops: f64,
+        (min, max): (f64, f64),
+    ) -> Measurement {
+        Measurement {
+            workload: workload.into(),
+            design: design.into(),
+            threads,
+            ops_per_sec: ops,
+            ns_per_op: 1e9 / ops,
+            repeat: 3,
+            min_ops_per_sec: min,
+            max_ops_per_sec: max,
+            duration_ms: 500,
+            extra: BTreeMap::new(),
+        }
+    }
+
     /// One JSON object on one line (the `--json` format).
     pub fn to_json_line(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(self)

@@ -242,20 +242,11 @@ pub fn write_plots(dir: &Path, ms: &[Measurement]) -> Result<Vec<(String, String
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn m(workload: &str, design: &str, threads: usize, ops: f64) -> Measurement {
         Measurement {
-            workload: workload.into(),
-            design: design.into(),
-            threads,
-            ops_per_sec: ops,
-            ns_per_op: 1e9 / ops,
-            repeat: 3,
-            min_ops_per_sec: ops * 0.8,
-            max_ops_per_sec: ops * 1.2,
             duration_ms: 300,
-            extra: BTreeMap::new(),
+            ..Measurement::example(workload, design, threads, ops, (ops * 0.8, ops * 1.2))
         }
     }
 

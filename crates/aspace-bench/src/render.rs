@@ -109,20 +109,12 @@ pub fn report_dir(dir: &Path) -> Result<(), BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn m(workload: &str, design: &str, threads: usize, ops: f64) -> Measurement {
         Measurement {
-            workload: workload.into(),
-            design: design.into(),
-            threads,
-            ops_per_sec: ops,
-            ns_per_op: 1e9 / ops,
             repeat: 1,
-            min_ops_per_sec: ops,
-            max_ops_per_sec: ops,
             duration_ms: 100,
-            extra: BTreeMap::new(),
+            ..Measurement::example(workload, design, threads, ops, (ops, ops))
         }
     }
 

@@ -237,20 +237,12 @@ pub fn json_array(ms: &[Measurement]) -> Result<String, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn m(workload: &str, design: &str, threads: usize, ops: f64) -> Measurement {
         Measurement {
-            workload: workload.into(),
-            design: design.into(),
-            threads,
-            ops_per_sec: ops,
             ns_per_op: threads as f64 * 1e9 / ops,
-            repeat: 3,
-            min_ops_per_sec: ops * 0.9,
-            max_ops_per_sec: ops * 1.1,
             duration_ms: 300,
-            extra: BTreeMap::new(),
+            ..Measurement::example(workload, design, threads, ops, (ops * 0.9, ops * 1.1))
         }
     }
 

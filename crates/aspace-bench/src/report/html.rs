@@ -423,21 +423,11 @@ mod tests {
     use super::*;
     use crate::report::conflicts::ConflictLine;
     use crate::report::machine::tests::sample;
-    use std::collections::BTreeMap;
 
     fn m(workload: &str, design: &str, threads: usize, ops: f64) -> Measurement {
-        Measurement {
-            workload: workload.into(),
-            design: design.into(),
-            threads,
-            ops_per_sec: ops,
-            ns_per_op: 1e9 / ops,
-            repeat: 3,
-            min_ops_per_sec: ops * 0.9,
-            max_ops_per_sec: ops * 1.1,
-            duration_ms: 500,
-            extra: BTreeMap::from([("floor_ns".to_string(), 70.0)]),
-        }
+        let mut m = Measurement::example(workload, design, threads, ops, (ops * 0.9, ops * 1.1));
+        m.extra.insert("floor_ns".to_string(), 70.0);
+        m
     }
 
     fn ms() -> Vec<Measurement> {

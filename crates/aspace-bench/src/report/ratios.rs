@@ -134,21 +134,9 @@ pub fn ratio_table(workload: &str, ms: &[Measurement]) -> RatioTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn m(workload: &str, design: &str, threads: usize, ops: f64) -> Measurement {
-        Measurement {
-            workload: workload.into(),
-            design: design.into(),
-            threads,
-            ops_per_sec: ops,
-            ns_per_op: 1e9 / ops,
-            repeat: 3,
-            min_ops_per_sec: ops / 2.0,
-            max_ops_per_sec: ops * 2.0,
-            duration_ms: 500,
-            extra: BTreeMap::new(),
-        }
+        Measurement::example(workload, design, threads, ops, (ops / 2.0, ops * 2.0))
     }
 
     #[test]
