@@ -132,6 +132,8 @@ fn loom_tables_return_to_the_retiring_core_only_after_the_grace_period() {
             let (domain, returned) = (domain.clone(), Arc::clone(&returned));
             thread::spawn(move || {
                 domain.barrier();
+                // Release: pairs with the Acquire load after the join (which orders it too):
+                // the barrier, and with it the callback, finished before the flag.
                 returned.store(true, Ordering::Release);
             })
         };
