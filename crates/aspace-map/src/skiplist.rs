@@ -37,6 +37,16 @@
 //! `lock`, `query` and `visit` clone nothing. The clones run before the commit, under the
 //! range's locks.
 //!
+//! # Values that leave
+//! A node leaves the list only through a commit (`swap_with`: `map`, `swap`, and an alloc whose
+//! claim covers a separator; `alloc` itself only inserts, `narrow` and dropping a
+//! [`SkipLocked`] only unlock). A map built [`with_leave_mark`](SkipListMap::with_leave_mark)
+//! calls the mark on every interval node such a commit removes, including the nodes whose parts
+//! outside the range survive as trimmed copies, before the commit store; an address space uses
+//! it so that a lock-free fault holding an old region node learns, under its leaf lock, that the
+//! node left (`aspace-vm`'s `StoredRegion::mark_replaced`). Separators carry no value and are not
+//! marked.
+//!
 //! # Cases the paper leaves open, closed here
 //! - *Nodes are inserted LOCKED* and unlocked when their tower is complete, so a swap can never
 //!   remove a node whose upper levels are still being linked (which would leave a retired node
@@ -127,6 +137,9 @@ pub struct SkipListMap<V> {
     cap: usize,
     /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
     faults: AllocBudget,
+    /// Called on the value of every interval node a commit takes out of the list
+    /// ([`SkipListMap::with_leave_mark`]).
+    leave_mark: Option<fn(&V)>,
 }
 
 thread_local! {
@@ -335,7 +348,21 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             arenas: None,
             cap: MAX_HEIGHT,
             faults: AllocBudget::default(),
+            leave_mark: None,
         }
+    }
+
+    /// Makes every commit of this map call `mark` on the value of each interval node it takes
+    /// out of the list (removed, replaced, trimmed, or copied unchanged into a new node), after
+    /// the commit can no longer fail and before its one publishing store: so a lock-free reader
+    /// that got such a node from `query`, and checks the mark later under a lock of its own
+    /// that the editor also takes (with the fences `mark` and the check agree on), learns that
+    /// the node left. Every path that unlinks an interval node runs through that commit
+    /// (`map`, `swap`, an alloc across a separator), so no caller can forget it (see the module
+    /// doc, "Values that leave"). `mark` must not panic; it runs under the range's locks.
+    pub fn with_leave_mark(mut self, mark: fn(&V)) -> Self {
+        self.leave_mark = Some(mark);
+        self
     }
 
     /// An empty map with per-core arenas (separators inserted at every arena boundary).
@@ -496,8 +523,15 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         let nodes = std::mem::take(&mut nodes.0);
         for &o in old {
             // SAFETY: held nodes are alive and their intervals and values immutable.
-            if unsafe { (*o).is_interval() } {
+            let o = unsafe { &*o };
+            if o.is_interval() {
                 delta -= 1;
+                // Every old interval node leaves at the commit below (whole, or trimmed into
+                // new nodes carrying clones): marked before the store that publishes its
+                // successors.
+                if let Some(mark) = self.leave_mark {
+                    mark(o.value());
+                }
             }
         }
         // The caller's code (values' `Clone`, `Drop` of `new_ivs`) has run: from here on

@@ -1,11 +1,14 @@
 //! Test-only fault injection: named points where an allocation can be made to fail at the N-th
 //! next call on the calling thread, so that every caller's out-of-memory path is tested without
-//! exhausting memory. Per thread, so tests running in parallel do not disturb each other;
-//! compiled only into this crate's unit tests (no cost elsewhere).
+//! exhausting memory, and named points where the calling thread can be made to stop until the
+//! test lets it go on ([`PausePoint`]), so that an interleaving that needs a stall inside a
+//! protocol window is reproduced deterministically through the public calls. Per thread, so
+//! tests running in parallel do not disturb each other; compiled only into this crate's unit
+//! tests (no cost elsewhere).
 //!
 //! Not for: the maps' own hook (`aspace_map`'s `fail_allocations_after`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::thread::LocalKey;
 
 /// One injection point: a per-thread countdown to the failing call (`0`: none armed).
@@ -43,5 +46,32 @@ impl FailPoint {
                 false
             }
         })
+    }
+}
+
+/// A pause point: the calling thread runs the closure armed for it (once) when it reaches the
+/// point. A test arms it on the thread that will reach it with a closure that waits for the rest
+/// of the test (a channel or barrier), so the thread stops exactly there.
+pub(crate) struct PausePoint(&'static LocalKey<RefCell<Option<Box<dyn FnOnce()>>>>);
+
+thread_local! {
+    static STAGE1: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+}
+
+/// `interval`'s lock-free fault, between its region query and the leaf lock of its fill (the
+/// window in which an overlapping edit must be seen through the region's mark).
+pub(crate) static STAGE1_BEFORE_FILL: PausePoint = PausePoint(&STAGE1);
+
+impl PausePoint {
+    /// Arms `pause` to run the next time this thread reaches the point.
+    pub(crate) fn arm(&self, pause: impl FnOnce() + 'static) {
+        self.0.with(|c| *c.borrow_mut() = Some(Box::new(pause)));
+    }
+
+    /// Runs the armed closure, if any (disarming it).
+    pub(crate) fn reached(&self) {
+        if let Some(pause) = self.0.with(|c| c.borrow_mut().take()) {
+            pause();
+        }
     }
 }

@@ -299,3 +299,78 @@ fn a_wrapped_hint_version_cannot_hide_a_free_gap() {
     );
     m.check_invariants();
 }
+
+/// A value that records whether the map's leave mark was called on it; a clone starts unmarked
+/// (a copy is a new value).
+#[derive(Debug, Default)]
+struct Marked {
+    id: u64,
+    left: std::sync::atomic::AtomicBool,
+}
+
+impl Clone for Marked {
+    fn clone(&self) -> Marked {
+        Marked {
+            id: self.id,
+            left: Default::default(),
+        }
+    }
+}
+
+fn mark_left(v: &Marked) {
+    v.left.store(true, Ordering::Relaxed);
+}
+
+fn marked(id: u64) -> Marked {
+    Marked {
+        id,
+        left: Default::default(),
+    }
+}
+
+#[test]
+fn every_commit_marks_the_nodes_it_takes_out_and_only_those() {
+    let m = SkipListMap::new(Domain::new()).with_leave_mark(mark_left);
+    for (i, s) in [0u64, 4, 8, 12].into_iter().enumerate() {
+        m.map(s * P..(s + 4) * P, Some(marked(i as u64))).unwrap();
+    }
+    let reader = m.domain().register();
+    let guard = reader.read(); // Keeps the old nodes alive to look at their marks.
+    let old: Vec<&Marked> = (0..4)
+        .map(|k| m.query(k * 4 * P, &guard).unwrap().1)
+        .collect();
+    // Trims [0, 4P) and [4P, 8P) (their outer parts become clones), leaves the rest.
+    m.map(2 * P..6 * P, Some(marked(9))).unwrap();
+    // A swap of a held range re-stating an unchanged node: that node is copied, so it left.
+    let locked = m.lock_covering(8 * P..12 * P).unwrap();
+    let same: Vec<_> = locked.intervals().map(|(iv, v)| (iv, v.clone())).collect();
+    m.swap(locked, same).unwrap();
+    let left: Vec<bool> = old.iter().map(|v| v.left.load(Ordering::Relaxed)).collect();
+    assert_eq!(left, [true, true, true, false]);
+    for a in [0, 5, 8] {
+        let (_, v) = m.query(a * P, &guard).unwrap();
+        assert!(
+            !v.left.load(Ordering::Relaxed),
+            "a new node starts unmarked"
+        );
+    }
+    // A commit that fails to allocate marks nothing (and changes nothing).
+    let last = m.query(12 * P, &guard).unwrap().1;
+    m.fail_allocations_after(Some(0));
+    assert_eq!(
+        m.map(12 * P..14 * P, Some(marked(10))),
+        Err(MapError::OutOfMemory)
+    );
+    m.fail_allocations_after(None);
+    assert!(
+        !last.left.load(Ordering::Relaxed),
+        "a failed commit marked a node"
+    );
+    // Removal marks too.
+    m.map(12 * P..16 * P, None).unwrap();
+    assert!(
+        last.left.load(Ordering::Relaxed),
+        "a removed node left unmarked"
+    );
+    drop(guard);
+}

@@ -39,7 +39,9 @@
 //! **Why a stage-1 fill never installs a translation after an overlapping `munmap` or
 //! `mprotect` returned.** The editor marks each region it replaces or removes and executes a
 //! `SeqCst` fence (`StoredRegion::mark_replaced`) before it clears or downgrades the region's
-//! entries, under each existing leaf's lock. A stage-1 fault takes the leaf lock, executes a
+//! entries, under each existing leaf's lock; and the commit marks every node it takes out of
+//! the skiplist, unchanged copies included, before it publishes their successors (the leave
+//! rule of `region/store.rs`; the ways a node leaves are listed in `interval/window.rs`). A stage-1 fault takes the leaf lock, executes a
 //! `SeqCst` fence and then checks the mark. If both take the same leaf's lock, the lock orders
 //! them: the fault either ran first (the editor then clears or downgrades its entry and shoots
 //! it down) or sees the mark. If the editor's walk found an entry on the way empty, a leaf the
@@ -117,7 +119,7 @@ use crate::config::{Arenas, Config, CountLimit};
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
 use crate::page_table::CheckedFill;
-use crate::region::store::{RegionRef, StoredRegion};
+use crate::region::store::{region_skiplist, RegionRef, StoredRegion};
 use crate::region::{AnonId, Attrs, Region};
 use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
@@ -257,10 +259,7 @@ impl IntervalDesign {
         let config = &sh.config;
         let domain = sh.domain.clone();
         let layout = arena_layout(config);
-        let map = match layout {
-            Some(l) => SkipListMap::with_arenas(domain, l),
-            None => SkipListMap::new(domain),
-        };
+        let map = region_skiplist(domain, layout);
         let locks = config.max_cores.clamp(1, MAX_LOCKS);
         let limit = config.max_map_count as u64;
         let count = match config.count_limit {
@@ -316,6 +315,8 @@ impl IntervalDesign {
             return Err(region);
         }
         let page = va & !(PAGE_SIZE - 1);
+        #[cfg(all(test, not(loom)))]
+        crate::fault_inject::STAGE1_BEFORE_FILL.reached();
         let filled = sh.tables.fill_checked(
             page,
             pte_prot(&attrs),

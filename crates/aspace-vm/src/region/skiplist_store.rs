@@ -31,7 +31,7 @@
 //!
 //! Not for: locking between designs' callers (`&mut self` is the edit lock here), placement.
 
-use super::store::{check_regions, RegionRef, RegionStore, StoredRegion};
+use super::store::{check_regions, region_skiplist, RegionRef, RegionStore, StoredRegion};
 use super::{AnonId, Region};
 use crate::error::{Limit, VmError};
 use crate::semantics::Bounds;
@@ -59,7 +59,7 @@ impl SkipListStore {
         let domain = Domain::new();
         SkipListStore {
             reader: domain.register(),
-            map: SkipListMap::new(domain),
+            map: region_skiplist(domain, None),
             shmem_count: 0,
         }
     }

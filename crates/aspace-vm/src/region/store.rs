@@ -25,6 +25,24 @@
 //! Regions are disjoint, non-empty, page aligned, and no two adjacent regions are mergeable;
 //! in the `BTreeMap`, `map[end].start < end`.
 //!
+//! # The leave rule (for every design with lock-free faults)
+//!
+//! A lock-free fault looks a region up without any lock, may be preempted, and then fills a
+//! page-table entry under that leaf's lock for the region it found. So every region value that
+//! leaves the store while such faults run (removed, replaced, *or copied unchanged into a new
+//! node* by a commit that rewrites a span around it) is marked ([`StoredRegion::mark_replaced`])
+//! before its successor is published and before any entry of its range is touched, and a fault
+//! checks the mark under the leaf lock ([`PageTables::fill_checked`](crate::page_table::PageTables::fill_checked)).
+//! The mark is set by the store, never left to a design or a body to remember:
+//! - [`region_skiplist`] builds the skiplist of regions with the mark as its leave hook, so the
+//!   skiplist's one commit marks every node it takes out of the list, copies included
+//!   (`SkipListMap::with_leave_mark`);
+//! - an edit that drops a held region from an open window (`designs/interval/window.rs`) marks
+//!   it when it drops it, before the body clears or downgrades its entries.
+//!
+//! An unmarked copy once let a fault install a translation after `munmap` returned (the
+//! regression tests `stage1_fault_never_fills_after_*` in `designs/interval/tests.rs`).
+//!
 //! Not for: locking (the design wraps the store in its lock) or the rules of an edit (`plan.rs`).
 
 use super::plan::{plan_edit, EditBuffers, EditOutcome, OnOverlap};
@@ -34,6 +52,8 @@ use crate::semantics::Bounds;
 use crate::sync::stat::AtomicU64;
 use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
+use aspace_map::{ArenaLayout, SkipListMap};
+use aspace_rcu::Domain;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -87,8 +107,10 @@ impl StoredRegion {
         }
     }
 
-    /// Records that an edit replaced or removed this region. Called by the editor before it
-    /// clears or downgrades the region's page-table entries.
+    /// Records that this region value left the store (replaced, removed, or copied into a new
+    /// node). Called by the store (module doc, "The leave rule"): by the skiplist's commit
+    /// before it publishes the successor, and by a window's edit before the body clears or
+    /// downgrades the region's page-table entries.
     ///
     /// The store is followed by a `SeqCst` fence, which pairs with the fence that
     /// `PageTables::fill_checked` executes under the leaf lock before it asks whether the
@@ -122,6 +144,19 @@ impl StoredRegion {
             shm_base: self.shm_base,
         }
     }
+}
+
+/// The skiplist of regions, marking every node its commits take out of the list (module doc,
+/// "The leave rule"). Every store over `aspace_map`'s skiplist is built here.
+pub(crate) fn region_skiplist(
+    domain: Domain,
+    arenas: Option<ArenaLayout>,
+) -> SkipListMap<StoredRegion> {
+    let map = match arenas {
+        Some(layout) => SkipListMap::with_arenas(domain, layout),
+        None => SkipListMap::new(domain),
+    };
+    map.with_leave_mark(StoredRegion::mark_replaced)
 }
 
 /// A region of a store, borrowed.

@@ -25,6 +25,33 @@
 //! anything changes (refused: `ENOMEM`, nothing changed); regions an edit removes are given
 //! back at the commit.
 //!
+//! # Where a region node leaves, and where it is marked (the leave rule, `region/store.rs`)
+//!
+//! A lock-free fault may hold any region node it got from `query` until it checks the node's
+//! mark under the leaf lock, so every way a node can leave the region skiplist is listed here
+//! with the point at which it is marked:
+//! - *an edit drops a held region* (removed, or replaced by different regions):
+//!   `replace_window` marks it when it drops it from the window, before the body returns to
+//!   clear or downgrade its entries; the commit marks it again (idempotent);
+//! - *the commit copies an unchanged held region*: a window narrowed to the changed span
+//!   (`SkipLocked::narrow`) swaps out every node inside it, so a region an edit kept between two
+//!   it changed (an `mprotect` over three regions whose middle already had the protection) is
+//!   copied into a new node. The skiplist's commit marks the old node before the store that
+//!   publishes the copy (`SkipListMap::with_leave_mark`, set by `region_skiplist`); nothing of
+//!   its range is touched by this call, so a fault that filled for it before the mark filled
+//!   for an unchanged region, and any later edit marks the copy first;
+//! - *a trimmed node* (a swap whose range cuts a node, leaving clones of its outer parts):
+//!   marked by the same commit (windows lock whole nodes, so their commits never trim);
+//! - *an arena region freed* (`munmap` in an arena: the swap puts a separator back): a swap
+//!   like any other, marked by its commit and, being removed, by `replace_window` first;
+//! - *`narrow`* releases held nodes unchanged, and *dropping a window* without a commit (a body
+//!   that unwound) releases every node: nothing leaves then. A region that an unwound edit had
+//!   marked stays in the list marked; faults on it take stage 2 (the window), which does not
+//!   look at the mark, so it costs speed, not correctness;
+//! - *the commit failing* (out of memory for the new nodes): the skiplist allocates every node
+//!   before it marks or publishes anything, so a failed commit marks nothing (and panics, see
+//!   `designs/interval.rs`, departures).
+//!
 //! Not for: the lock modes (the design takes LR/LW/GR/GW around a window) or lock-free faults.
 
 use super::{RegionCount, ShmemNumbers};
@@ -323,19 +350,6 @@ impl RegionStore for Window<'_> {
     }
 
     fn replace_window(&mut self, old: &[Region], new: &[Region]) -> Result<(), VmError> {
-        // Every region replaced or removed is marked before the body goes on to clear or
-        // downgrade its page-table entries (lock-free faults check the mark under the leaf
-        // lock).
-        for o in old {
-            if !new.contains(o) {
-                if let Some(i) = self.index_of(o.start) {
-                    if let Value::Held(v) = self.pieces[i].value {
-                        // SAFETY: as in `value`.
-                        unsafe { (*v).mark_replaced() };
-                    }
-                }
-            }
-        }
         let lo = old.iter().chain(new).map(|r| r.start).min();
         let hi = old.iter().chain(new).map(|r| r.end).max();
         let (Some(lo), Some(hi)) = (lo, hi) else {
@@ -378,6 +392,21 @@ impl RegionStore for Window<'_> {
                 }
             })
             .collect();
+        // The leave rule (`region/store.rs`): every held region this edit drops from the window
+        // is marked now, before the body goes on to clear or downgrade its page-table entries
+        // (lock-free faults check the mark under the leaf lock). The regions kept unchanged
+        // are marked by the commit if it copies them (`region_skiplist`).
+        for p in &removed {
+            if let Value::Held(v) = p.value {
+                let kept = replacement
+                    .iter()
+                    .any(|q| matches!(q.value, Value::Held(w) if std::ptr::eq(v, w)));
+                if !kept {
+                    // SAFETY: as in `value`.
+                    unsafe { (*v).mark_replaced() };
+                }
+            }
+        }
         let old_count = old.len() as u64;
         let new_count = new.len() as u64;
         if new_count < old_count {
