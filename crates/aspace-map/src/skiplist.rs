@@ -142,8 +142,15 @@ pub struct SkipListMap<V> {
     leave_mark: Option<fn(&V)>,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0) };
+}
+// Under loom every execution of a model must make the same choices: a loom thread-local starts
+// afresh in each execution, and its seed below does not depend on the thread's number.
+#[cfg(loom)]
+loom::thread_local! {
+    static RNG: Cell<u64> = Cell::new(0);
 }
 
 /// A random height with P(h > k) = 4^-k, capped at `cap`.
@@ -151,7 +158,11 @@ fn random_height(cap: usize) -> usize {
     let r = RNG.with(|c| {
         let mut x = c.get();
         if x == 0 {
-            x = (readers::home_slot() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            #[cfg(not(loom))]
+            let n = readers::home_slot() as u64;
+            #[cfg(loom)]
+            let n = 0u64;
+            x = (n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         }
         x ^= x << 13;
         x ^= x >> 7;

@@ -10,7 +10,19 @@
 //! and none allows writing after the `mprotect` to read-only; a frame the fault installed was
 //! handed to the editor (not leaked).
 //!
+//! The copy model (`loom_stage1_fill_never_survives_a_munmap_of_a_region_a_commit_copied`) runs
+//! the real path instead of a hand-set mark: the region skiplist built by `region_skiplist`, two
+//! windows (`Window::lock`, `read_window`, `replace_window`, `commit`) for an `mprotect` over
+//! three regions that copies the unchanged middle one and a `munmap` of that copy, against a
+//! fault that queried the middle region's old node.
+//!
 //! Mutations tried, each caught (`cargo test` output in the session note):
+//! - the skiplist commit not marking the nodes it takes out (`region_skiplist` without
+//!   `with_leave_mark`): the copy model fails ("a lock-free fault on a copied region filled
+//!   after the munmap cleared the page"), as did the regression tests of issue 17 through the
+//!   public calls;
+//! - `replace_window` not marking the region it drops (only the commit's mark left, which comes
+//!   after the body cleared the entries): the copy model fails the same way;
 //! - the fault not checking the mark (`live` always true): all three models fail ("a lock-free
 //!   fault installed a translation after the munmap cleared the page", "... left a writable
 //!   translation after mprotect(PROT_READ)");
@@ -217,5 +229,119 @@ fn loom_stage1_fill_holding_a_leaf_lock_never_leaves_the_leaf_in_a_freed_table()
             "the reused level-2 table came back with a stale leaf entry"
         );
         assert_eq!(pt.lookup(far - PAGE_SIZE), None);
+    });
+}
+
+/// The three regions of the copy model: A = `[P, 2P)` r, B = `[2P, 4P)` rw with an anon
+/// identity, C = `[4P, 5P)` r.
+fn three_regions() -> [Region; 3] {
+    let attrs = |prot, anon| Attrs {
+        prot,
+        sharing: Sharing::Private,
+        flags: 0,
+        anon: crate::region::AnonId::decode(anon),
+        shm_base: 0,
+    };
+    let p = PAGE_SIZE;
+    [
+        Region {
+            start: p,
+            end: 2 * p,
+            attrs: attrs(Prot::READ, 0),
+        },
+        Region {
+            start: 2 * p,
+            end: 4 * p,
+            attrs: attrs(Prot::READ_WRITE, 7),
+        },
+        Region {
+            start: 4 * p,
+            end: 5 * p,
+            attrs: attrs(Prot::READ, 0),
+        },
+    ]
+}
+
+/// One edit through a real window, as a Linux body does it: lock, read, reserve, replace
+/// (marking what it drops), then `between` (the body's page-table work), then the commit.
+fn window_edit(
+    map: &aspace_map::SkipListMap<StoredRegion>,
+    range: std::ops::Range<u64>,
+    edit: impl Fn(&Region) -> Option<Region>,
+    between: impl FnOnce(),
+) {
+    use crate::region::store::RegionStore;
+    let count = super::RegionCount::Shared(aspace_sync::AtomicCounter::new(64));
+    let shmem = super::ShmemNumbers::default();
+    let mut w = super::Window::lock(map, range.clone(), &count, &shmem, 0);
+    let mut old = Vec::new();
+    w.read_window(range, &mut old);
+    let new: Vec<Region> = old.iter().filter_map(&edit).collect();
+    w.reserve(&new).unwrap();
+    w.replace_window(&old, &new).unwrap();
+    between();
+    w.commit();
+}
+
+#[test]
+fn loom_stage1_fill_never_survives_a_munmap_of_a_region_a_commit_copied() {
+    model(|| {
+        let p = PAGE_SIZE;
+        let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
+        let map = Arc::new(crate::region::store::region_skiplist(domain.clone(), None));
+        let [a, b, c] = three_regions();
+        for r in [a, b, c] {
+            aspace_map::IntervalMap::map(&*map, r.start..r.end, Some(StoredRegion::new(&r)))
+                .unwrap();
+        }
+        let pt = Arc::new(PageTables::new(3));
+        let (x, y) = (Frame::from_index(1), Frame::from_index(2));
+        // B's first page is mapped, so the leaf exists and stage 1 may fill B's second page.
+        pt.fill(&mut pt.cache(0), b.start, Prot::READ_WRITE, || Some(y))
+            .unwrap();
+        let reader = domain.register();
+        let fault = {
+            let (pt, map) = (Arc::clone(&pt), Arc::clone(&map));
+            thread::spawn(move || {
+                // `IntervalDesign::fault_lockless`: query, then the checked fill.
+                use aspace_map::IntervalMap;
+                let guard = reader.read();
+                // None: the munmap came first (the fault reports `Unmapped`).
+                let (_, stored) = map.query(3 * p, &guard)?;
+                pt.fill_checked(
+                    3 * p,
+                    Prot::READ_WRITE,
+                    Access::Write,
+                    || !stored.is_replaced(),
+                    || Some(x),
+                )
+                .ok()
+            })
+        };
+        // mprotect(P, 4P, rw): A and C change, B is kept and copied by the commit.
+        window_edit(
+            &map,
+            a.start..c.end,
+            |r| {
+                let mut r = *r;
+                r.attrs.prot = Prot::READ_WRITE;
+                Some(r)
+            },
+            || {},
+        );
+        // munmap(B): the window drops (and marks) the copy, then the body clears B's entries.
+        let mut freed = Vec::new();
+        window_edit(
+            &map,
+            b.start..b.end,
+            |r| (r.start != b.start).then_some(*r),
+            || pt.clear_range(b.start..b.end, &mut freed),
+        );
+        fault.join().unwrap();
+        assert_eq!(
+            pt.lookup(3 * p),
+            None,
+            "a lock-free fault on a copied region filled after the munmap cleared the page"
+        );
     });
 }
