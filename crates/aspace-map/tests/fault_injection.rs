@@ -250,13 +250,12 @@ fn free_ends_around_one_interval<M: Faulty>(make: fn() -> M) -> usize {
     let mut most = 0;
     for i in 0..20u64 {
         let (s, e) = (4 * i, 4 * i + 3);
-        let mut ranges = vec![s..e + 1];
+        let mut ranges = vec![(s, e + 1)];
         if s > 0 {
             // Every interval but `[0, 3)` has a free page before it.
-            ranges.extend([s - 1..e, s - 1..e + 1]);
+            ranges.extend([(s - 1, e), (s - 1, e + 1)]);
         }
-        for r in ranges {
-            let (a, b) = (r.start, r.end);
+        for (a, b) in ranges {
             let op =
                 move |m: &M, live: &Arc<AtomicIsize>| m.map(a * P..b * P, Some(Val::new(8, live)));
             most = most.max(fail_each_allocation(make, &populated(), op));
