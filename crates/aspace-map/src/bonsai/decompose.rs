@@ -40,8 +40,12 @@
 //!   insert of the new interval).
 //! - several overlapped intervals: at least one step each, trims included.
 //!
-//! Not for: finding the overlapped nodes (`RawTree::walk`) or the count of intervals (the
-//! caller adds and subtracts what this returns).
+//! Paper: ASPLOS'12 §3 makes each operation one update published by one pointer store; a `map`
+//! of several steps has no counterpart there, and atomic mode keeps that property for it (the
+//! in-place store of §3.3 is used by updates of one step only).
+//!
+//! Not for: the search itself (`RawTree::walk`) or the count of intervals (the caller adds and
+//! subtracts what `map_range` returns).
 
 use super::node::Node;
 use super::update::Update;

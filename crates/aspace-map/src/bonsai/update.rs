@@ -25,6 +25,8 @@
 //! makes all its nodes and clones all its values before its single commit, and nothing of the
 //! caller's code runs after it (`before_commit` asserts this). In atomic mode (multi-step
 //! `map`s) no step stores at all: the root built by the last step is stored by `finish`.
+//! Outside atomic mode an update is one step: `begin_step` refuses a second one in every build
+//! (it would be a second commit; `decompose.rs` decides atomic mode from a count of the steps).
 //! An update that unwinds is `abandon`ed: nothing was published, its fresh and discarded
 //! nodes are returned for deferred freeing, and its retired list (still linked) is dropped
 //! without freeing. Published summaries were not written before a commit, so the tree is as it
@@ -39,7 +41,7 @@
 //!    that update down would make the successor vanish before its copy replaces the deleted node.
 //! 3. Unlinked nodes are never written again and are freed only after a grace period.
 //!
-//! Not for: the interval semantics (`map`/`alloc` decomposition lives in `bonsai.rs`).
+//! Not for: the interval semantics (`map`'s decomposition into steps is `decompose.rs`).
 
 use super::node::{null, summary_of, Node};
 use super::retire::Retired;
