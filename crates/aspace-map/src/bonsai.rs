@@ -20,18 +20,20 @@
 //! - `len`: a counter written under the writer lock, read with `Relaxed` (a snapshot).
 //!
 //! What readers may observe during an update: every update is one commit, so readers see the
-//! map before or after it, never between. `alloc`, and a `map` whose range covers exactly one
-//! existing interval or nothing (a fresh map, a value change of a whole interval, an unmap of a
-//! whole interval), are one step (one insert/replace/delete): its path is rebuilt bottom-up and
-//! published by one `Release` store, in place into the lowest unchanged ancestor when no
-//! rotation is needed above it, else above the topmost rotation (`bonsai/update.rs`). A `map`
-//! that trims, splits or removes several intervals is a sequence of such steps (1. the
-//! surviving tail of an interval that would lose its node gets its own node; 2. the new
-//! interval; 3. the head is trimmed, the intervals inside `range` removed and the last one's
-//! tail re-keyed), built in *atomic mode*: every step out of place, on the unpublished nodes
-//! of the steps before it, and all published by one root store at the end. That costs a copy
-//! of the union of the steps' paths instead of in-place stores, and buys atomicity and panic
-//! safety.
+//! map before or after it, never between. `alloc`, and a `map` that is one primitive step (an
+//! insert into a gap; a replace: an exact overwrite, an overwrite of one interval starting at
+//! the range's start, a head trim or tail re-key by an unmap; a delete: an unmap of one whole
+//! interval), are published by one `Release` store: its path is rebuilt bottom-up, and stored
+//! in place into the lowest unchanged ancestor when no rotation is needed above it, else above
+//! the topmost rotation (`bonsai/update.rs`). A `map` of several steps (a new interval over
+//! free pages and one whole interval, trims and re-keys with a new value, splits, several
+//! intervals) is built in *atomic mode*: every step out of place, on the unpublished nodes of
+//! the steps before it, and all published by one root store at the end. That costs a copy of
+//! the union of the steps' paths instead of in-place stores, and buys atomicity and panic
+//! safety. `bonsai/decompose.rs` counts the steps before running them (its module doc audits
+//! every shape), and `Update` refuses, in every build, a second step outside atomic mode.
+//! (Issue 17: a decision that looked at trims and the number of intervals, not at the steps,
+//! published `map` over a free head and one whole interval as an insert and then a delete.)
 //!
 //! Panic safety. A value's `Clone` (copies, remainders) and `Drop` are the caller's code. A
 //! step makes every node (and clones every value) before its commit, and an atomic update
@@ -52,6 +54,7 @@
 
 mod augment;
 mod balance;
+mod decompose;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod node;
@@ -201,7 +204,8 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         Ok(r)
     }
 
-    /// The `map` decomposition into steps (see the module doc for the order and its rationale).
+    /// `map` as one update (`bonsai/decompose.rs` splits it into steps and decides atomic
+    /// mode), then the interval count.
     ///
     /// # Preconditions
     /// Runs inside `update`, i.e. with the writer lock held.
@@ -212,66 +216,7 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         range: Interval,
         value: Option<V>,
     ) -> Result<(), MapError> {
-        let Interval { start: s, end: e } = range;
-        // SAFETY: the writer lock is held; nodes reached stay allocated until this update's batch
-        // is freed after a grace period, i.e. after this function returns.
-        let _ = unsafe {
-            self.tree.walk(s, e, &mut |n| {
-                over.push(n as *const Node<V> as *mut Node<V>);
-                ControlFlow::Continue(())
-            })
-        };
-        let Some((&first_p, &last_p)) = over.first().zip(over.last()) else {
-            if let Some(v) = value {
-                up.insert(s, e, v)?;
-                self.count.fetch_add(1, Ordering::Relaxed);
-            }
-            return Ok(());
-        };
-        let (first, last) = (up.node(first_p), up.node(last_p));
-        let head = first.start < s;
-        let tail = last.end > e;
-        if head || tail || over.len() > 1 {
-            // Several steps: build them all out of place and publish them with one store
-            // (module doc, "What readers may observe").
-            up.set_atomic();
-        }
-        // Step 1: a surviving tail whose node cannot be re-keyed to `e` gets its own node first.
-        let tail_inserted = tail && (last.start < s || (last.start == s && value.is_some()));
-        let mut added = 0usize;
-        let mut removed = 0usize;
-        if tail_inserted {
-            up.insert(e, last.end, last.value.clone())?;
-            added += 1;
-        }
-        // Step 2: the new interval.
-        let mut first_replaced = false;
-        if let Some(v) = value {
-            if first.start == s {
-                up.replace(s, s, e, v)?;
-                first_replaced = true;
-            } else {
-                up.insert(s, e, v)?;
-                added += 1;
-            }
-        }
-        // Step 3: trim the head, remove the middle, re-key the tail.
-        if head {
-            up.replace(first.start, first.start, s, first.value.clone())?;
-        }
-        let last_i = over.len() - 1;
-        for (i, &p) in over.iter().enumerate() {
-            if i == 0 && (head || first_replaced) {
-                continue;
-            }
-            let n = up.node(p);
-            if i == last_i && tail && !tail_inserted {
-                up.replace(n.start, e, n.end, n.value.clone())?;
-            } else {
-                up.delete(n.start)?;
-                removed += 1;
-            }
-        }
+        let (added, removed) = up.map_range(over, range.start, range.end, value)?;
         self.count.fetch_add(added, Ordering::Relaxed);
         self.count.fetch_sub(removed, Ordering::Relaxed);
         Ok(())

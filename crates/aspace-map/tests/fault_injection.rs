@@ -109,7 +109,11 @@ type Op<M> = fn(&M, &Arc<AtomicIsize>) -> Result<(), MapError>;
 
 /// Fails every allocation index of `op` in turn (see the module doc); returns how many
 /// allocation points the operation has.
-fn fail_each_allocation<M: Faulty>(make: fn() -> M, setup: &[(u64, u64)], op: Op<M>) -> usize {
+fn fail_each_allocation<M: Faulty>(
+    make: fn() -> M,
+    setup: &[(u64, u64)],
+    op: impl Fn(&M, &Arc<AtomicIsize>) -> Result<(), MapError> + Copy + Send + 'static,
+) -> usize {
     let build = |live: &Arc<AtomicIsize>| {
         let m = Arc::new(make());
         for (i, &(s, e)) in setup.iter().enumerate() {
@@ -234,6 +238,47 @@ fn bonsai_allocation_failures_change_nothing_leak_nothing_and_the_retry_succeeds
 fn skiplist_allocation_failures_change_nothing_leak_nothing_and_the_retry_succeeds() {
     // Split: head, new, tail; overwrite: head, new, tail; unmap: head, tail; alloc: its node.
     cases(|| SkipListMap::new(Domain::new()), [3, 3, 2, 1]);
+}
+
+/// Issue 17's shapes: `map(s..e, Some(v))` over one whole interval `X = [4i, 4i + 3)` of
+/// `populated()` and free pages beside it (a free head, a free tail, both), for every `i`, so
+/// that `X` is a leaf in some cases and an inner node (whose removal moves its successor, a
+/// node allocation) in others. Bonsai published these as two commits (insert the new interval,
+/// then delete `X`): an allocation failure in the second aborted the process. Returns the
+/// largest number of allocation points of one case.
+fn free_ends_around_one_interval<M: Faulty>(make: fn() -> M) -> usize {
+    let mut most = 0;
+    for i in 0..20u64 {
+        let (s, e) = (4 * i, 4 * i + 3);
+        let mut ranges = vec![(s, e + 1)];
+        if s > 0 {
+            // Every interval but `[0, 3)` has a free page before it.
+            ranges.extend([(s - 1, e), (s - 1, e + 1)]);
+        }
+        for (a, b) in ranges {
+            let op =
+                move |m: &M, live: &Arc<AtomicIsize>| m.map(a * P..b * P, Some(Val::new(8, live)));
+            most = most.max(fail_each_allocation(make, &populated(), op));
+        }
+    }
+    most
+}
+
+#[test]
+fn btree_allocation_failures_in_a_map_over_free_pages_and_one_whole_interval_change_nothing() {
+    // The new interval's node (the btree reuses none of X's).
+    assert!(free_ends_around_one_interval(|| BTreeIntervalMap::new(Domain::new())) >= 1);
+}
+
+#[test]
+fn bonsai_allocation_failures_in_a_map_over_free_pages_and_one_whole_interval_change_nothing() {
+    // Where X is an inner node its successor is copied, and paths are copied: several nodes.
+    assert!(free_ends_around_one_interval(|| BonsaiMap::new(Domain::new())) >= 3);
+}
+
+#[test]
+fn skiplist_allocation_failures_in_a_map_over_free_pages_and_one_whole_interval_change_nothing() {
+    assert!(free_ends_around_one_interval(|| SkipListMap::new(Domain::new())) >= 1);
 }
 
 const LAYOUT: ArenaLayout = ArenaLayout {

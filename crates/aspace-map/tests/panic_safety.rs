@@ -203,11 +203,40 @@ const SHAPES: [(Range<u64>, Option<u64>); 7] = [
     (7..30, None),      // unmap many
 ];
 
+/// Issue 17's shapes: a `map` over one whole interval `X` and free pages beside it (a free
+/// head, a free tail, both), with `X` each of the intervals that `populate` makes, so that the
+/// removal of `X` clones a successor or rotates somewhere in the tree. Bonsai published these
+/// as two commits (insert the new interval, then delete `X`): a clone panic in the second
+/// aborted the process.
+fn free_ends_around_one_interval() -> Vec<(Range<u64>, Option<u64>)> {
+    let xs = INITIAL
+        .iter()
+        .copied()
+        .chain((0..12u64).map(|k| (20 + 2 * k, 21 + 2 * k)));
+    let mut out = Vec::new();
+    for (s, e) in xs {
+        // Every interval has a free page after it; all but `[0, 1)` one before it.
+        if s > 0 {
+            out.push((s - 1..e, Some(104)));
+            out.push((s - 1..e + 1, Some(105)));
+        }
+        out.push((s..e + 1, Some(106)));
+    }
+    out
+}
+
 /// For each shape, a `Clone` panic at the 1st, 2nd, ... clone of the update (until the update
 /// needs fewer clones): under a reader's guard nothing is freed, the map is left as it was, no
 /// lock is held, and the map works on.
 fn clone_panics_leave_the_map_as_it_was<M: Harness>() {
-    for (range, id) in SHAPES {
+    clone_panics_in_shapes_leave_the_map_as_it_was::<M>(&SHAPES);
+}
+
+/// [`clone_panics_leave_the_map_as_it_was`] for `shapes`.
+fn clone_panics_in_shapes_leave_the_map_as_it_was<M: Harness>(
+    shapes: &[(Range<u64>, Option<u64>)],
+) {
+    for (range, id) in shapes.iter().cloned() {
         for k in 1.. {
             let ctl = Arc::new(Ctl::default());
             let m = Arc::new(M::make());
@@ -358,6 +387,13 @@ macro_rules! panic_safety {
             #[test]
             fn clone_panics_leave_the_map_as_it_was_and_free_nothing_early() {
                 clone_panics_leave_the_map_as_it_was::<$ty>();
+            }
+
+            #[test]
+            fn clone_panics_in_a_map_over_free_pages_and_one_whole_interval_change_nothing() {
+                clone_panics_in_shapes_leave_the_map_as_it_was::<$ty>(
+                    &free_ends_around_one_interval(),
+                );
             }
 
             #[test]

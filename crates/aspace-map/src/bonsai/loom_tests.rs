@@ -2,7 +2,9 @@
 //!
 //! What is modelled: one writer doing an update that rotates (or deletes a node with two
 //! children, the out-of-place `delmin` case) while a reader looks up keys present before and
-//! after it. Loom explores the interleavings and weak-memory outcomes of the `Release` commit
+//! after it; and one writer doing a whole `map` of several steps (`Update::map_range`, the
+//! decomposition and atomic-mode decision `BonsaiMap::map` runs) while a reader queries two
+//! points of it and must see the map applied at both or at neither. Loom explores the interleavings and weak-memory outcomes of the `Release` commit
 //! stores and the reader's `Acquire` loads; every node carries a loom-tracked witness cell
 //! written at construction and read by the lookup, so a lookup reaching a node whose
 //! initialisation does not happen-before it fails the model. The reader must find every key
@@ -117,4 +119,41 @@ fn loom_lookup_racing_two_child_delete_finds_successor() {
     // Root 2 with children 1 and 5 (5 has children 4 and 6): deleting 2 moves its successor 4
     // out of 5's subtree; pushing that removal down in place would hide 4 from the reader.
     race(&[2, 1, 5, 4, 6], &[4, 5, 1], |up| up.delete(2 * P));
+}
+
+#[test]
+fn loom_map_over_free_pages_and_one_interval_is_atomic_for_two_point_queries() {
+    // Issue 17: `map([2, 5), 100)` over `[3, 4)` alone, with free pages on both sides: an insert
+    // of `[2, 5)` and a delete of `[3, 4)` (a node with two children). Published as two commits
+    // (the old atomic-mode decision), a reader between them saw the new interval at page 2 and
+    // then the old one at page 3.
+    model(|| {
+        let tree = Arc::new(RawTree::new());
+        build(&tree, &[1, 3, 6]);
+        let t = tree.clone();
+        let reader = thread::spawn(move || {
+            // SAFETY: the model frees nothing before this thread is joined (stand-in grace
+            // period).
+            let at_free = unsafe { t.find(2 * P) }.map(|n| (n.start, n.value));
+            // SAFETY: as above.
+            let at_x = unsafe { t.find(3 * P) }.map(|n| (n.start, n.value));
+            assert!(
+                !(at_free == Some((2 * P, 100)) && at_x == Some((3 * P, 3))),
+                "one reader saw the new interval at page 2 and then the old one at page 3"
+            );
+        });
+        // SAFETY: the only writer; the batch is kept until the reader is joined.
+        let mut up = unsafe { Update::new(&tree) };
+        assert_eq!(
+            up.map_range(&mut Vec::new(), 2 * P, 5 * P, Some(100)),
+            Ok((1, 1))
+        );
+        let retired = up.finish();
+        reader.join().unwrap();
+        let live = reachable(&tree);
+        assert!(retired.nodes().iter().all(|r| !live.contains(r)));
+        // SAFETY: no other thread runs.
+        assert_eq!(unsafe { tree.check() }, 3);
+        drop(retired);
+    });
 }

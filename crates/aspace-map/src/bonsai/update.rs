@@ -25,6 +25,8 @@
 //! makes all its nodes and clones all its values before its single commit, and nothing of the
 //! caller's code runs after it (`before_commit` asserts this). In atomic mode (multi-step
 //! `map`s) no step stores at all: the root built by the last step is stored by `finish`.
+//! Outside atomic mode an update is one step: `begin_step` refuses a second one in every build
+//! (it would be a second commit; `decompose.rs` decides atomic mode from a count of the steps).
 //! An update that unwinds is `abandon`ed: nothing was published, its fresh and discarded
 //! nodes are returned for deferred freeing, and its retired list (still linked) is dropped
 //! without freeing. Published summaries were not written before a commit, so the tree is as it
@@ -39,7 +41,7 @@
 //!    that update down would make the successor vanish before its copy replaces the deleted node.
 //! 3. Unlinked nodes are never written again and are freed only after a grace period.
 //!
-//! Not for: the interval semantics (`map`/`alloc` decomposition lives in `bonsai.rs`).
+//! Not for: the interval semantics (`map`'s decomposition into steps is `decompose.rs`).
 
 use super::node::{null, summary_of, Node};
 use super::retire::Retired;
@@ -70,6 +72,9 @@ pub(crate) struct Update<'t, V> {
     pub(super) commits: usize,
     /// `commits` when the current step began: a step makes no node after its commit.
     step_start: usize,
+    /// Steps begun so far. Outside atomic mode at most one (`begin_step` checks it): a second
+    /// step would be a second commit, and readers would see the update half applied.
+    pub(super) steps: usize,
     /// The map's allocation-failure test hook (`fault.rs`), if any.
     faults: Option<&'t AllocBudget>,
 }
@@ -172,6 +177,7 @@ impl<'t, V: Clone> Update<'t, V> {
             retired: Retired::new(),
             commits: 0,
             step_start: 0,
+            steps: 0,
             faults,
         }
     }
@@ -179,7 +185,13 @@ impl<'t, V: Clone> Update<'t, V> {
     /// Switches to atomic mode before the first step: every step is built out of place and
     /// nothing is published until [`Update::finish_with_scratch`] stores the new root, so the
     /// update is one commit for readers, and a panic in any step leaves the tree untouched.
+    /// Required for an update of more than one step (`begin_step` refuses a second step
+    /// otherwise).
     pub(crate) fn set_atomic(&mut self) {
+        assert!(
+            self.steps == 0,
+            "a Bonsai update switched to atomic mode after its first step"
+        );
         debug_assert!(self.commits == 0 && self.fresh.is_empty());
         self.atomic = true;
     }
@@ -303,7 +315,20 @@ impl<'t, V: Clone> Update<'t, V> {
     }
 
     /// Begins a step (see [`Update::before_commit`]); returns whether it may commit in place.
+    ///
+    /// Panics, in every build and before the step makes anything, if this is the second step
+    /// of an update not in atomic mode: its commit would be the update's second, and readers
+    /// between the two would see the update half applied (issue 17: `map` over a free head and
+    /// one whole interval was published as an insert and then a delete). The check makes "at
+    /// most one commit outside atomic mode" a property of `Update`, not of each caller's
+    /// bookkeeping; `map_range` decides atomic mode from the same plan that it then runs.
+    #[inline]
     fn begin_step(&mut self) -> bool {
+        assert!(
+            self.atomic || self.steps == 0,
+            "a second step of a Bonsai update not in atomic mode (a second commit)"
+        );
+        self.steps += 1;
         self.step_start = self.commits;
         !self.atomic
     }
@@ -554,6 +579,23 @@ mod tests {
             1
         );
         assert_eq!(with_update(&tree, |up| up.delete(2 * P)), 1);
+    }
+
+    #[test]
+    fn a_second_step_outside_atomic_mode_panics_before_it_builds_anything() {
+        let tree = RawTree::new();
+        for k in [8u64, 4, 12] {
+            with_update(&tree, |up| up.insert(k * P, (k + 1) * P, k));
+        }
+        // SAFETY: single-threaded test: no other writer, no reader.
+        let mut up = unsafe { Update::new(&tree) };
+        up.insert(2 * P, 3 * P, 2).unwrap();
+        let second =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| up.insert(6 * P, 7 * P, 6)));
+        assert!(second.is_err(), "a second commit outside atomic mode");
+        assert_eq!(up.commits(), 1);
+        drop(up.finish());
+        assert_eq!(keys(&tree), [2 * P, 4 * P, 8 * P, 12 * P]);
     }
 
     #[test]

@@ -270,6 +270,54 @@ pub fn unmap_in_the_middle_splits_an_interval<M: IntervalMap<u64> + Checked>(m: 
     assert_eq!(m.len(), 4);
 }
 
+/// The three shapes of `map(s..e, Some(v))` that cover exactly one whole interval `X` and free
+/// pages beside it, as `(X, range)` in pages around `base`: a free head (`s < X.start`,
+/// `X.end == e`), a free tail (`X.start == s`, `X.end < e`), and both (`s < X.start`,
+/// `X.end < e`). Issue 17: Bonsai published the first and the last as two commits ("insert
+/// `[s, e)`", then "delete `X`").
+pub fn free_ends_around_one_interval(base: u64) -> [(Range<u64>, Range<u64>); 3] {
+    [
+        ((base + 1) * P..(base + 3) * P, base * P..(base + 3) * P),
+        (base * P..(base + 1) * P, base * P..(base + 2) * P),
+        ((base + 1) * P..(base + 2) * P, base * P..(base + 3) * P),
+    ]
+}
+
+/// Each shape of [`free_ends_around_one_interval`], with `X` at every position of a tree of a
+/// few dozen intervals (leaves and inner nodes, so the removal of `X` rotates or moves a
+/// successor): the new interval replaces `X`, everything else is unchanged.
+pub fn a_map_over_free_pages_and_one_whole_interval_replaces_it<M, F>(fresh: F)
+where
+    M: IntervalMap<u64> + Checked,
+    F: Fn() -> M,
+{
+    for shape in 0..3 {
+        for k in 0..40u64 {
+            let m = fresh();
+            let mut model = Model::default();
+            let cells: Vec<_> = (0..40u64)
+                .map(|j| {
+                    (
+                        free_ends_around_one_interval(j * 4)[shape].0.clone(),
+                        Some(j),
+                    )
+                })
+                .collect();
+            map_all(&m, &mut model, &cells);
+            let (x, range) = free_ends_around_one_interval(k * 4)[shape].clone();
+            map_all(&m, &mut model, &[(range.clone(), Some(100 + k))]);
+            let reader = m.domain().register();
+            let g = reader.read();
+            assert_eq!(
+                query(&m, x.start, &g),
+                Some((Interval::new(range.start, range.end).unwrap(), 100 + k)),
+                "map({range:x?}) over {x:x?}"
+            );
+            assert_eq!(m.len(), 40);
+        }
+    }
+}
+
 pub fn both_ends_of_the_key_space_are_usable<M: IntervalMap<u64> + Checked>(m: M) {
     let mut model = Model::default();
     let top = KEY_SPACE_END - P;
@@ -570,6 +618,10 @@ macro_rules! interval_map_conformance {
             conformance::unmap_in_the_middle_splits_an_interval(fresh());
         }
         #[test]
+        fn a_map_over_free_pages_and_one_whole_interval_replaces_it() {
+            conformance::a_map_over_free_pages_and_one_whole_interval_replaces_it(fresh::<u64>);
+        }
+        #[test]
         fn both_ends_of_the_key_space_are_usable() {
             conformance::both_ends_of_the_key_space_are_usable(fresh());
         }
@@ -600,6 +652,10 @@ macro_rules! interval_map_conformance {
         #[test]
         fn stress_arenas_and_shared_range_keep_invariants() {
             conformance::stress::arenas_and_shared_range(fresh());
+        }
+        #[test]
+        fn a_map_over_free_pages_and_one_whole_interval_is_atomic_for_queries() {
+            conformance::stress::map_over_free_pages_and_one_interval_is_atomic(fresh());
         }
         #[test]
         fn lookups_racing_updates_find_untouched_intervals() {

@@ -273,3 +273,88 @@ pub fn lookups_racing_updates<M: IntervalMap<Tag> + Checked>(m: M) {
     });
     m.check();
 }
+
+/// Issue 17's linearizability check: one writer repeatedly applies the shapes of
+/// [`super::free_ends_around_one_interval`] (a `map` over one whole interval `X` and free pages
+/// beside it) in cells of a tree of a few hundred intervals; readers query a free page of the
+/// range and then a page of `X` under one guard, and must never see the new interval at the
+/// first and the old `X` at the second (Bonsai published the insert of the new interval and the
+/// delete of `X` as two commits: a reader between them saw both).
+///
+/// Values are sequence numbers per cell: `X` of round `i` is `2i`, the interval replacing it
+/// `2i + 1`; the writer then unmaps the range and starts the next round. At any page the values
+/// a linearizable map shows rise over time, so a second query answering a value below the
+/// first's is a map seen half applied. Bounded by rounds (fewer in debug builds) and by time;
+/// no sleeps.
+pub fn map_over_free_pages_and_one_interval_is_atomic<M: IntervalMap<u64> + Checked>(m: M) {
+    const CELLS: u64 = 3;
+    const FILL: u64 = 256;
+    let cell_base = |c: u64| 4096 + c * 16;
+    // Other intervals around the cells: a deeper tree, longer update paths, rotations.
+    for k in 0..FILL {
+        m.map(2 * k * P..(2 * k + 1) * P, Some(u64::MAX)).unwrap();
+    }
+    let rounds = scaled(20_000) as u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..rounds {
+                for c in 0..CELLS {
+                    let shape = super::free_ends_around_one_interval(cell_base(c));
+                    let (x, range) = shape[c as usize].clone();
+                    m.map(x, Some(2 * i)).unwrap();
+                    m.map(range.clone(), Some(2 * i + 1)).unwrap();
+                    m.map(range, None).unwrap();
+                }
+                if std::time::Instant::now() > deadline {
+                    break;
+                }
+            }
+            // Release: pairs with the readers' Acquire; they make one more pass after it.
+            done.store(true, Ordering::Release);
+        });
+        for _ in 0..2 {
+            let (m, done) = (&m, &done);
+            s.spawn(move || {
+                let reader = m.domain().register();
+                loop {
+                    // Acquire: pairs with the writer's final Release.
+                    let last = done.load(Ordering::Acquire);
+                    for c in 0..CELLS {
+                        let shape = super::free_ends_around_one_interval(cell_base(c));
+                        let (x, range) = shape[c as usize].clone();
+                        let free = if range.start < x.start {
+                            range.start
+                        } else {
+                            range.end - P
+                        };
+                        let g = reader.read();
+                        let first = query(m, free, &g);
+                        let second = query(m, x.start, &g);
+                        for (addr, ans) in [(free, first), (x.start, second)] {
+                            if let Some((iv, v)) = ans {
+                                let want = if v % 2 == 1 { &range } else { &x };
+                                assert_eq!(iv.start..iv.end, want.clone(), "query({addr:#x})");
+                            }
+                        }
+                        if let (Some((_, a)), Some((_, b))) = (first, second) {
+                            assert!(
+                                b >= a,
+                                "one guard saw map({range:x?}) of round {} at {free:#x} and \
+                                 then {x:x?} of round {} at {:#x}: the map was half applied",
+                                a / 2,
+                                b / 2,
+                                x.start
+                            );
+                        }
+                    }
+                    if last {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    m.check();
+}
