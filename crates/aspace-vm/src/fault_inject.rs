@@ -52,10 +52,13 @@ impl FailPoint {
 /// A pause point: the calling thread runs the closure armed for it (once) when it reaches the
 /// point. A test arms it on the thread that will reach it with a closure that waits for the rest
 /// of the test (a channel or barrier), so the thread stops exactly there.
-pub(crate) struct PausePoint(&'static LocalKey<RefCell<Option<Box<dyn FnOnce()>>>>);
+pub(crate) struct PausePoint(&'static LocalKey<RefCell<Option<Pause>>>);
+
+/// What a thread runs when it reaches an armed [`PausePoint`].
+type Pause = Box<dyn FnOnce()>;
 
 thread_local! {
-    static STAGE1: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    static STAGE1: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
 /// `interval`'s lock-free fault, between its region query and the leaf lock of its fill (the
