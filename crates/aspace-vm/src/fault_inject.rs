@@ -59,11 +59,19 @@ type Pause = Box<dyn FnOnce()>;
 
 thread_local! {
     static STAGE1: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    static STAGE2: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    static COMMIT: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
 /// `interval`'s lock-free fault, between its region query and the leaf lock of its fill (the
 /// window in which an overlapping edit must be seen through the region's mark).
 pub(crate) static STAGE1_BEFORE_FILL: PausePoint = PausePoint(&STAGE1);
+/// `interval`'s fault, after stage 1 gave up and before stage 2 takes its window (where it
+/// would wait for an edit that holds the region).
+pub(crate) static STAGE2_BEFORE_WINDOW: PausePoint = PausePoint(&STAGE2);
+/// `interval`'s window commit, before its swap publishes the edit (the body's page-table work
+/// is done).
+pub(crate) static WINDOW_BEFORE_COMMIT: PausePoint = PausePoint(&COMMIT);
 
 impl PausePoint {
     /// Arms `pause` to run the next time this thread reaches the point.

@@ -66,6 +66,17 @@ impl DesignOps for Coarse {
     }
 
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
+        sh.counters.of(core.id).bump_faults();
+        self.populate_page(sh, core, va, access)
+    }
+
+    fn populate_page(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> Result<(), Fault> {
         fault_locked(sh, core, &*self.regions.read(), va, access)
     }
 

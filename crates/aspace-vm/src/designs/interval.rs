@@ -21,8 +21,15 @@
 //!    a private region without an anon identity (metadata update: it may adopt a neighbour's
 //!    identity, which needs the neighbours held), and when an overlapping edit marked the
 //!    region replaced (only an *overlapping* update aborts a fault, as the paper requires: a
-//!    fault never looks at edits of other regions). `Unmapped` and `Protection` are answered
-//!    here, linearized at the query.
+//!    fault never looks at edits of other regions). `Unmapped` is answered here, linearized
+//!    at the query: no translation exists for a region before its commit publishes it
+//!    (`MAP_POPULATE` runs after the commit). `Protection` is answered here only for a region
+//!    not marked replaced, linearized at that check: an edit marks every region it replaces
+//!    before it changes any entry (an `mprotect` adding rights upgrades entries before its
+//!    commit), so an unmarked region's protection is still what every entry shows; a marked
+//!    one's refusal may be stale, and goes to stage 2 (regressions:
+//!    `stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded`,
+//!    `stage1_never_reports_unmapped_beside_a_populated_page`).
 //! 2. **LR + the region's interval lock.** The window is taken around the range of the region
 //!    stage 1 found (plus a page each side): whatever region contains the address now overlaps
 //!    it, so it is held whole, and its adjacent neighbours are held or are the lock's borders
@@ -75,8 +82,10 @@
 //! `munmap`, `mprotect`, `madvise` and `mmap` with `MAP_FIXED`/`MAP_FIXED_NOREPLACE` take LW
 //! and a window around their range, run the Linux body on it, and commit the window's regions
 //! with one skiplist swap at the end: page-table clearing, the freeing of the tables of the
-//! widened gap (which the window holds), the shootdown and `MAP_POPULATE` all happen while the
-//! range is still held.
+//! widened gap (which the window holds) and the shootdown all happen while the range is still
+//! held. `MAP_POPULATE` faults the pages in after the commit (`Designs::populate`): a
+//! translation never exists before its region is in the skiplist, so a stage-1 fault that finds
+//! no region may answer `Unmapped`.
 //!
 //! # Limits
 //!
@@ -98,7 +107,11 @@
 //!   compares.
 //! - The skiplist `swap` that commits a window allocates its nodes at the commit, after the page
 //!   tables were edited; out of memory there panics (Rust's allocator aborts on out of memory
-//!   anyway), where a failed `reserve` changes nothing.
+//!   anyway), where a failed `reserve` changes nothing. After such a panic the region list and
+//!   its count are as before the call (the window's drop gives back what it reserved), while
+//!   the entries the body cleared stay cleared: the data of that range is lost, but no
+//!   translation is left outside a region (`MAP_POPULATE` runs after the commit). Regression:
+//!   `a_commit_out_of_memory_changes_no_region_and_gives_back_the_regions_it_reserved`.
 //! - TLB shootdowns target the cores that used the page tables involved (`shootdown.rs`),
 //!   where the paper keeps Linux's.
 //!
@@ -308,6 +321,14 @@ impl IntervalDesign {
         };
         let attrs = stored.attrs();
         if !attrs.prot.allows(access) {
+            // An `mprotect` that adds rights upgrades the entries before its commit publishes
+            // the new region, after marking the old one: a core may already have used an
+            // upgraded entry of this region (its load of that entry synchronizes with the
+            // mark's fence), so a marked region's refusal is stale. Stage 2 waits for the
+            // window and answers from the committed region.
+            if stored.is_replaced() {
+                return Err(iv.start..iv.end);
+            }
             return Ok(Err(Fault::Protection { addr: va }));
         }
         let region = iv.start..iv.end;
@@ -334,6 +355,25 @@ impl IntervalDesign {
             Ok(CheckedFill::NoLeaf | CheckedFill::Refused) => Err(region),
             Err(_) => Ok(Err(Fault::OutOfMemory { addr: va })),
         }
+    }
+
+    /// A fault through its stages (module doc); with the stage that resolved it.
+    #[inline]
+    fn resolve(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> (Result<(), Fault>, usize) {
+        let region = match self.fault_lockless(sh, core, va, access) {
+            Ok(r) => return (r, 0),
+            Err(region) => region,
+        };
+        #[cfg(all(test, not(loom)))]
+        crate::fault_inject::STAGE2_BEFORE_WINDOW.reached();
+        let _lr = self.lock.lr(core.id.index());
+        (self.fault_in_window(sh, core, va, access, region), 1)
     }
 
     /// Stage 2 of a fault (module doc), under LR.
@@ -386,12 +426,7 @@ impl IntervalDesign {
 
     /// Alloc by CAS in the caller's arena (module doc); `None` when the call must be placed
     /// like Linux's instead.
-    fn alloc_in_arena(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        req: &MmapRequest,
-    ) -> Option<Result<u64, VmError>> {
+    fn alloc_in_arena(&self, core: &mut Core, req: &MmapRequest) -> Option<Result<u64, VmError>> {
         let idx = core.id.index();
         let start = {
             let _lw = self.lock.lw(idx);
@@ -429,19 +464,6 @@ impl IntervalDesign {
                 }
             }
         };
-        if req.populate && req.prot.allows(Access::Read) {
-            let access = if req.prot.contains(Prot::WRITE) {
-                Access::Write
-            } else {
-                Access::Read
-            };
-            // Like Linux, a populate that runs out of memory still returns success.
-            for page in (start..start + req.len).step_by(PAGE_SIZE as usize) {
-                if self.fault(sh, core, page, access).is_err() {
-                    break;
-                }
-            }
-        }
         Some(Ok(start))
     }
 
@@ -533,7 +555,7 @@ impl DesignOps for IntervalDesign {
             && req.placement == Placement::Anywhere
             && req.sharing == Ok(Sharing::Private)
         {
-            if let Some(r) = self.alloc_in_arena(sh, core, &req) {
+            if let Some(r) = self.alloc_in_arena(core, &req) {
                 return r;
             }
         }
@@ -575,21 +597,21 @@ impl DesignOps for IntervalDesign {
 
     #[inline]
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
-        let region = match self.fault_lockless(sh, core, va, access) {
-            Ok(r) => {
-                let c = sh.counters.of(core.id);
-                c.bump_faults();
-                c.bump_stage(0);
-                return r;
-            }
-            Err(region) => region,
-        };
-        let r = {
-            let _lr = self.lock.lr(core.id.index());
-            self.fault_in_window(sh, core, va, access, region)
-        };
-        sh.counters.of(core.id).bump_stage(1);
+        let (r, stage) = self.resolve(sh, core, va, access);
+        let c = sh.counters.of(core.id);
+        c.bump_faults();
+        c.bump_stage(stage);
         r
+    }
+
+    fn populate_page(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> Result<(), Fault> {
+        self.resolve(sh, core, va, access).0
     }
 
     fn maps(&self) -> Vec<RegionInfo> {

@@ -52,8 +52,19 @@ pub(crate) trait DesignOps: Send + Sync {
         effect: AdviceEffect,
     ) -> Result<(), VmError>;
     /// Handles a fault at `va` (the page has no present entry allowing `access`): on success
-    /// the page-table entry allows the access (the caller retries its translation).
+    /// the page-table entry allows the access (the caller retries its translation). Counted in
+    /// the statistics (`faults`, `fault_stages`).
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault>;
+    /// [`fault`](DesignOps::fault) for `MAP_POPULATE` ([`Designs::populate`]): the same path,
+    /// not counted as a fault (a populate is not an access, as in Linux's per-process fault
+    /// counts).
+    fn populate_page(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> Result<(), Fault>;
     /// The regions like `/proc/self/maps`.
     fn maps(&self) -> Vec<RegionInfo>;
     /// Number of regions.
@@ -91,10 +102,42 @@ impl Designs {
     }
 }
 
+impl Designs {
+    /// `MAP_POPULATE`: faults every page of a mapping just made, through the design's own fault
+    /// path, after the `mmap` returned from the design (its locks released, its region
+    /// published), as Linux's `mm_populate` runs after `mmap_lock` is dropped. So no design
+    /// installs a translation for a region that other cores cannot see yet (a lock-free fault
+    /// would answer `Unmapped` for a page beside one it could already read). Writable private
+    /// mappings are populated with write faults, like Linux's; a fault that fails (out of
+    /// memory, or a concurrent `munmap`/`mprotect` of the range) ends the populate, and the
+    /// `mmap` still succeeds, as in Linux.
+    fn populate(&self, sh: &Shared, core: &mut Core, range: Range<u64>, prot: Prot) {
+        if !prot.allows(Access::Read) {
+            return;
+        }
+        let access = if prot.contains(Prot::WRITE) {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        for page in range.step_by(crate::types::PAGE_SIZE as usize) {
+            if self.populate_page(sh, core, page, access).is_err() {
+                break;
+            }
+        }
+    }
+}
+
 impl DesignOps for Designs {
+    /// The design's `mmap`, then `MAP_POPULATE` (see [`populate`]).
     #[inline]
     fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
-        dispatch!(self, d => d.mmap(sh, core, req))
+        let (populate, len, prot) = (req.populate, req.len, req.prot);
+        let start = dispatch!(self, d => d.mmap(sh, core, req))?;
+        if populate {
+            self.populate(sh, core, start..start + len, prot);
+        }
+        Ok(start)
     }
     #[inline]
     fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
@@ -123,6 +166,16 @@ impl DesignOps for Designs {
     #[inline]
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
         dispatch!(self, d => d.fault(sh, core, va, access))
+    }
+    #[inline]
+    fn populate_page(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> Result<(), Fault> {
+        dispatch!(self, d => d.populate_page(sh, core, va, access))
     }
     fn maps(&self) -> Vec<RegionInfo> {
         dispatch!(self, d => d.maps())

@@ -11,8 +11,9 @@
 //!
 //! - `mmap`: placement (`placement.rs`; Linux reports a bad mapping type only after placement,
 //!   and `EEXIST` before it), the region edit (splitting, merging, `max_map_count`), removal of
-//!   replaced translations for `MAP_FIXED`, then `MAP_POPULATE` (write faults for writable
-//!   private mappings; running out of frames still returns success, as in Linux);
+//!   replaced translations for `MAP_FIXED`; `MAP_POPULATE` runs after the design returns, through
+//!   its fault path (`designs/mod.rs`, `Designs::populate`), as Linux's `mm_populate` runs after
+//!   `mmap_lock` is dropped;
 //! - `munmap`: the edit, then [`zap_locked`] and the freeing of page tables that no region
 //!   covers any more (the range widened to its neighbouring gaps, SOSP'25 §3.1 Fig. 4);
 //! - `mprotect`: applied region by region up to the first hole, then `ENOMEM` (the prefix keeps
@@ -143,8 +144,13 @@ fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
 /// (`tests/protocol_zap_reuse.rs` fails when it is broken).
 ///
 /// # Preconditions
-/// The caller excludes fills in `ranges` (no region covers them any more, or the caller holds
-/// the store exclusively) and is not inside an access window (it holds `&mut Core`).
+/// Every fill that could still install an entry in `ranges` after the zap installs one the
+/// caller accepts: no region covers the range any more (and the regions that did are marked,
+/// so lock-free fills back off), the caller holds the store exclusively, or the region stays
+/// and a fill after the zap is what Linux allows too (a fresh zero page after `DONTNEED`, or
+/// after `MAP_FIXED` over an unwritten region with the same attributes: the `interval`
+/// design's lock-free faults may fill those, consistent with a fault after the zap). The caller
+/// is not inside an access window (it holds `&mut Core`).
 #[inline]
 fn zap_locked(sh: &Shared, core: &mut Core, ranges: impl IntoIterator<Item = Range<u64>>) -> bool {
     let mut freed = std::mem::take(&mut core.freed);
@@ -232,21 +238,6 @@ pub(crate) fn mmap_locked(
     if outcome.overlapped {
         // MAP_FIXED replaced mappings: their translations go, like munmap's.
         zap_locked(sh, core, [range.clone()]);
-    }
-    if req.populate && req.prot.allows(Access::Read) {
-        // Linux populates writable private mappings with write faults.
-        let access = if req.prot.contains(Prot::WRITE) {
-            Access::Write
-        } else {
-            Access::Read
-        };
-        let region = regions.lookup_with_next(start).expect("just mapped");
-        for page in range.step_by(PAGE_SIZE as usize) {
-            // Like Linux, a populate that runs out of memory still returns success.
-            if fill_locked(sh, core, regions, region, page, access).is_err() {
-                break;
-            }
-        }
     }
     Ok(start)
 }
@@ -394,7 +385,8 @@ pub(crate) fn madvise_locked(
 }
 
 /// Handles a fault at `va` (the page has no present entry allowing `access`): on success the
-/// page-table entry allows the access (the caller retries its translation).
+/// page-table entry allows the access (the caller retries its translation). Counts nothing:
+/// the design counts accesses' faults, not `MAP_POPULATE`'s.
 ///
 /// # Errors
 /// [`Fault::Unmapped`], [`Fault::Protection`], or [`Fault::OutOfMemory`] when no frame is free.
@@ -406,7 +398,6 @@ pub(crate) fn fault_locked(
     va: u64,
     access: Access,
 ) -> Result<(), Fault> {
-    sh.counters.of(core.id).bump_faults();
     let Some(region) = regions.lookup_with_next(va) else {
         return Err(Fault::Unmapped { addr: va });
     };

@@ -119,6 +119,12 @@ impl StoredRegion {
     /// mark before the fault's check.
     #[inline]
     pub(crate) fn mark_replaced(&self) {
+        // Only the holder of the region's lock marks it, so a mark already set was set (and
+        // fenced) earlier by this same editor (`replace_window`, then the commit): done.
+        // Relaxed: our own earlier store, or none.
+        if self.replaced.load(crate::sync::Ordering::Relaxed) {
+            return;
+        }
         // Relaxed: ordered by the fence below (and, for a fault under the same leaf lock, by
         // that lock).
         self.replaced.store(true, crate::sync::Ordering::Relaxed);

@@ -249,3 +249,153 @@ fn freeing_the_leaf_after_a_racing_stage1_fault_finds_no_stale_entry() {
     assert_eq!(st.frames_in_use, 0, "a frame stayed mapped in a freed leaf");
     check(design(&space));
 }
+
+/// What a probing core reports while an edit is stopped before its commit.
+enum Probe<T> {
+    /// Its fault went to stage 2 (it will wait for the edit's window).
+    Stage2,
+    /// It finished with this result.
+    Done(T),
+}
+
+/// Stops core `e`'s `edit` before its window commits, then runs `probe` on core `a` in another
+/// thread and lets the edit go on once the probe finished or went to stage 2 (where it waits
+/// for the edit); returns the probe's result.
+fn probe_before_commit<T: Send + 'static>(
+    mut e: CoreHandle,
+    mut a: CoreHandle,
+    edit: impl FnOnce(&mut CoreHandle) + Send,
+    probe: impl FnOnce(&mut CoreHandle) -> T + Send,
+) -> T {
+    let (at_commit, stopped) = std::sync::mpsc::channel::<()>();
+    let (go_on, resume) = std::sync::mpsc::channel::<()>();
+    let (report, reported) = std::sync::mpsc::channel::<Probe<T>>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            crate::fault_inject::WINDOW_BEFORE_COMMIT.arm(move || {
+                at_commit.send(()).unwrap();
+                resume.recv().unwrap();
+            });
+            edit(&mut e);
+        });
+        stopped.recv().unwrap();
+        let at_stage2 = report.clone();
+        s.spawn(move || {
+            crate::fault_inject::STAGE2_BEFORE_WINDOW.arm(move || {
+                at_stage2.send(Probe::Stage2).unwrap();
+            });
+            let r = probe(&mut a);
+            report.send(Probe::Done(r)).unwrap();
+        });
+        let mut out = None;
+        for event in reported.iter() {
+            match event {
+                Probe::Stage2 => go_on.send(()).unwrap(),
+                Probe::Done(r) => {
+                    out = Some(r);
+                    break;
+                }
+            }
+        }
+        let _ = go_on.send(()); // If the probe never waited for the edit.
+        out.expect("the probe reports its result")
+    })
+}
+
+fn interval_space(frames: u64) -> AddressSpace {
+    let base = 0x4000_0000;
+    AddressSpace::builder()
+        .design(Design::Interval)
+        .arenas(Arenas::Off)
+        .address_range(base, base + 4096 * P)
+        .memory(frames * P)
+        .max_cores(3)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded() {
+    let space = interval_space(512);
+    let x = 0x4000_0000 + 512 * P;
+    let mut e = space.attach().unwrap();
+    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+    e.mmap(x, 2 * P, Prot::READ_WRITE, fixed).unwrap();
+    e.write(x, &[1; 8]).unwrap(); // The anon identity; page 0 mapped.
+    e.mprotect(x, 2 * P, Prot::READ).unwrap();
+    let a = space.attach().unwrap();
+    // The mprotect upgrades page 0's entry before its commit: core A's write of page 0 goes
+    // through it, so its write of page 1 must not be refused by the old region.
+    let (first, second) = probe_before_commit(
+        e,
+        a,
+        |e| e.mprotect(x, 2 * P, Prot::READ_WRITE).unwrap(),
+        |a| (a.write(x, &[2; 8]), a.write(x + P, &[3; 8])),
+    );
+    assert_eq!(
+        first,
+        Ok(()),
+        "page 0's entry is upgraded before the commit"
+    );
+    assert_eq!(
+        second,
+        Ok(()),
+        "a write of page 1 was refused after a write of page 0 went through the new protection"
+    );
+    check(design(&space));
+}
+
+#[test]
+fn stage1_never_reports_unmapped_beside_a_populated_page() {
+    // Fewer frames than pages: the populate stops early (and the mmap succeeds, as in Linux),
+    // so the mapping's last page has no entry.
+    let space = interval_space(64);
+    let x = 0x4000_0000 + 512 * P;
+    let e = space.attach().unwrap();
+    let a = space.attach().unwrap();
+    let flags = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED | MapFlags::POPULATE;
+    let (first, last) = probe_before_commit(
+        e,
+        a,
+        |e| {
+            e.mmap(x, 200 * P, Prot::READ, flags).unwrap();
+        },
+        |a| {
+            let mut b = [0u8; 1];
+            (a.read(x, &mut b), a.touch(x + 199 * P, Access::Read))
+        },
+    );
+    assert!(
+        !(first.is_ok() && last.is_err()),
+        "page 0 of a mapping was readable, then page 199 of it {last:?}"
+    );
+    check(design(&space));
+}
+
+#[test]
+fn a_commit_out_of_memory_changes_no_region_and_gives_back_the_regions_it_reserved() {
+    let space = interval_space(64);
+    let x = 0x4000_0000 + 512 * P;
+    let mut e = space.attach().unwrap();
+    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+    e.mmap(x, 3 * P, Prot::READ_WRITE, fixed).unwrap();
+    let before = space.maps();
+    // A split reserves one region; its commit cannot allocate the skiplist's nodes.
+    design(&space).map.fail_allocations_after(Some(0));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.munmap(x + P, P)));
+    design(&space).map.fail_allocations_after(None);
+    assert!(
+        r.is_err(),
+        "out of memory at the commit panics (a stated departure)"
+    );
+    assert_eq!(
+        space.maps(),
+        before,
+        "the failed commit changed the region list"
+    );
+    check(design(&space)); // The region counter is exact: the reservation was given back.
+                           // The space goes on working: the same edit succeeds now.
+    e.munmap(x + P, P).unwrap();
+    assert_eq!(space.maps().len(), 2);
+    check(design(&space));
+}

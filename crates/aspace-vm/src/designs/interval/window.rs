@@ -10,7 +10,7 @@
 //! under the leaf lock). [`Window::commit`] publishes what changed with one skiplist `swap` of
 //! that span alone (`SkipLocked::narrow` first releases the held regions that come back
 //! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing the tables
-//! of the widened gap, the shootdown, `MAP_POPULATE`) all run while the range is still held:
+//! of the widened gap, the shootdown) all run while the range is still held:
 //! no Alloc can put a region into a gap whose tables are being freed.
 //!
 //! Regions of the window that an edit did not touch stay the skiplist's own values (a first
@@ -95,7 +95,10 @@ pub(crate) struct Window<'m> {
     changed: Option<Range<u64>>,
     /// `old.len()` of the last `read_window` (what the next `reserve` compares with).
     old_len: Cell<usize>,
-    /// Regions taken from / to give back to the counter.
+    /// Regions taken from the counter by `reserve` (given back if the window is dropped
+    /// without a commit: the edits never took effect).
+    reserved: u64,
+    /// Regions edits removed, given back to the counter at the commit.
     released: u64,
     count: &'m RegionCount,
     shmem: &'m ShmemNumbers,
@@ -141,6 +144,7 @@ impl<'m> Window<'m> {
             borders,
             changed: None,
             old_len: Cell::new(0),
+            reserved: 0,
             released: 0,
             count,
             shmem,
@@ -180,6 +184,8 @@ impl<'m> Window<'m> {
     /// nodes; held regions outside it stay as they are) or, if nothing changed, releases the
     /// range; then gives back the regions edits removed.
     pub(crate) fn commit(mut self) {
+        #[cfg(all(test, not(loom)))]
+        crate::fault_inject::WINDOW_BEFORE_COMMIT.reached();
         let mut locked = self.locked.take().expect("committed once");
         if let Some(changed) = self.changed.take() {
             locked
@@ -203,15 +209,29 @@ impl<'m> Window<'m> {
             // The new regions lie inside the narrowed range (edits stay inside the span they
             // changed, and `narrow` widened it to whole nodes). Allocation failure here would
             // leave the page tables already edited: out of memory for a few nodes panics (see
-            // `designs/interval.rs`, departures).
-            self.map
-                .swap(locked, new)
-                .expect("committing a region edit (out of memory for skiplist nodes)");
+            // `designs/interval.rs`, departures); the swap changed nothing and released the
+            // range, and the drop gives back what the edits reserved.
+            if let Err(e) = self.map.swap(locked, new) {
+                panic!("committing a region edit: {e} (out of memory for skiplist nodes)");
+            }
         } else {
             drop(locked);
         }
+        self.reserved = 0; // Taken for good: the edits are in the list.
         if self.released > 0 {
             self.count.sub(self.core, self.released);
+        }
+    }
+}
+
+/// Settles the counts whether or not the window committed: a window dropped without a
+/// successful commit (a body that unwound, or a commit that ran out of memory) changed no
+/// region of the list, so it gives back the regions its edits reserved; a shmem number that no
+/// mapping used is given back either way.
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        if self.reserved > 0 {
+            self.count.sub(self.core, self.reserved);
         }
         if let Some((n, false)) = self.shmem_taken.get() {
             self.shmem.give_back(n);
@@ -345,6 +365,7 @@ impl RegionStore for Window<'_> {
             self.count
                 .try_add(self.core, added)
                 .map_err(|_| VmError::OutOfMemory(Limit::MapCount))?;
+            self.reserved += added;
         }
         Ok(())
     }
