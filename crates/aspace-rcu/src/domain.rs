@@ -30,6 +30,10 @@ struct Core<F: Flavor> {
     registry: Registry<F::Slot>,
     queue: Queue,
     stats: Counters,
+    /// Unit tests only: the reclaimer thread's next grace period panics (kills the thread), to
+    /// test what the handles do when it is gone.
+    #[cfg(all(test, not(loom)))]
+    kill_reclaimer: std::sync::atomic::AtomicBool,
 }
 
 impl<F: Flavor> Core<F> {
@@ -109,6 +113,8 @@ impl<F: Flavor> Domain<F> {
             registry: Registry::new(),
             queue: Queue::new(config.batch_size, config.batch_delay),
             stats: Counters::default(),
+            #[cfg(all(test, not(loom)))]
+            kill_reclaimer: std::sync::atomic::AtomicBool::new(false),
         });
         #[cfg(not(loom))]
         {
@@ -117,7 +123,14 @@ impl<F: Flavor> Domain<F> {
                 .name(format!("aspace-rcu-{}-reclaimer", F::NAME))
                 .spawn(move || {
                     let core = thread_core;
-                    core.queue.run(|| core.synchronize(), &core.stats);
+                    let synchronize = || {
+                        #[cfg(test)]
+                        if core.kill_reclaimer.load(std::sync::atomic::Ordering::Relaxed) {
+                            panic!("test hook: the reclaimer thread dies (expected by the test)");
+                        }
+                        core.synchronize();
+                    };
+                    core.queue.run(synchronize, &core.stats);
                 })
                 .expect("aspace-rcu: cannot spawn the reclaimer thread");
             let reclaimer_id = handle.thread().id();
@@ -361,5 +374,101 @@ impl<F: Flavor> Drop for Guard<'_, F> {
     #[inline]
     fn drop(&mut self) {
         F::read_unlock(self.slot);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn kill_reclaimer<F: Flavor>(domain: &Domain<F>) {
+        domain.core().kill_reclaimer.store(true, Ordering::Relaxed);
+    }
+
+    fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// Runs `domain.barrier()` on a helper thread: `Ok` if it returned, `Err(message)` if it
+    /// panicked; fails the test if it has not done either within a liveness bound (a barrier
+    /// needs milliseconds).
+    fn barrier_outcome<F: Flavor>(domain: &Domain<F>) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let d = domain.clone();
+        let h = std::thread::spawn(move || {
+            d.barrier();
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(()) => Ok(h.join().unwrap()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("barrier() hung after the reclaimer thread died")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(panic_message(&*h.join().expect_err("barrier() thread ended early")))
+            }
+        }
+    }
+
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Regression (issue 17): once the reclaimer thread had died, `barrier()` waited forever
+    /// for callbacks nobody would run. Now it, and every later `call()`, panics saying why.
+    #[test]
+    fn barrier_and_call_after_the_reclaimer_died_panic_instead_of_hanging() {
+        let domain = Domain::<Memb>::new();
+        kill_reclaimer(&domain);
+        domain.call(|| {});
+        let msg = barrier_outcome(&domain).expect_err("barrier() returned: who ran the callback?");
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+        // Every later barrier and call says so too.
+        let msg = barrier_outcome(&domain).expect_err("a later barrier() returned");
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+        let call = catch_unwind(AssertUnwindSafe(|| domain.call(|| {})));
+        let msg = panic_message(&*call.expect_err("call() after the reclaimer died must panic"));
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+        // The last handle's drop runs what is queued and reports the death.
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(domain)));
+        let msg = panic_message(&*dropped.expect_err("drop must report the reclaimer's death"));
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+    }
+
+    /// Regression (issue 17): dropping the last handle ignored the reclaimer's failed `join()`,
+    /// so the callbacks it had not run (map nodes, page tables) leaked silently. Now the drop
+    /// runs them after a grace period and then panics with the reclaimer's death.
+    #[test]
+    fn last_handle_drop_after_the_reclaimer_died_runs_the_queued_callbacks() {
+        let domain = Domain::<Memb>::with_config(DomainConfig {
+            batch_size: usize::MAX,
+            batch_delay: Duration::from_secs(3600),
+            ..DomainConfig::default()
+        });
+        kill_reclaimer(&domain);
+        let drops = Arc::new(AtomicUsize::new(0));
+        for _ in 0..3 {
+            domain.defer_drop(Counted(drops.clone()));
+        }
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(domain)));
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3,
+            "the queued callbacks leaked when the reclaimer died"
+        );
+        let msg = panic_message(&*dropped.expect_err("drop must report the reclaimer's death"));
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
     }
 }

@@ -459,3 +459,177 @@ fn memb_fallback_reader_at_rest_after_unlock_does_not_delay_grace_periods() {
     writer.join().unwrap();
     drop(reader);
 }
+
+/// Checks that `synchronize()` on another thread does not return while the caller's state holds
+/// a read section of `domain` open: a writer starts a grace period, and for a while (2000
+/// yields) it must not finish. Returns the writer's handle, still waiting.
+fn assert_synchronize_waits<F: Flavor>(domain: &Domain<F>, what: &str) -> thread::JoinHandle<()> {
+    assert_synchronize_waits_across(domain, what, || {})
+}
+
+/// [`assert_synchronize_waits`], running `during` once the writer's grace period has started.
+fn assert_synchronize_waits_across<F: Flavor>(
+    domain: &Domain<F>,
+    what: &str,
+    during: impl FnOnce(),
+) -> thread::JoinHandle<()> {
+    let done = Arc::new(AtomicBool::new(false));
+    let before = domain.stats().grace_periods;
+    let (d, dn) = (domain.clone(), done.clone());
+    let writer = thread::spawn(move || {
+        d.synchronize();
+        dn.store(true, Ordering::SeqCst);
+    });
+    wait_until(|| done.load(Ordering::SeqCst) || domain.stats().grace_periods > before);
+    during();
+    for _ in 0..2000 {
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "synchronize() returned under a live guard: {what}"
+        );
+        thread::yield_now();
+    }
+    writer
+}
+
+/// Regression (issue 17): in release builds the nested-lock path checked the nesting count only
+/// with `debug_assert!`, so 2^31 leaked guards (2^15 on 32-bit targets) carried the count into
+/// the FULL_FENCES bit, the reader's word read as idle, and `synchronize()` returned under the
+/// live guards. Now the lock that would overflow panics and the reader stays inside its section.
+/// (2^31 locks: about 3 s in release builds; skipped in debug builds.)
+#[test]
+#[cfg_attr(debug_assertions, ignore = "2^31 read locks take minutes in a debug build")]
+fn memb_nesting_overflow_by_leaked_guards_does_not_end_the_read_section() {
+    let domain = Domain::<Memb>::new();
+    let reader = domain.register();
+    // The largest nesting count a reader word holds (below FULL_FENCES).
+    let max_nesting = (1usize << (usize::BITS / 2 - 1)) - 1;
+    for _ in 0..max_nesting {
+        std::mem::forget(reader.read());
+    }
+    let overflowing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        std::mem::forget(reader.read());
+    }));
+    let writer = assert_synchronize_waits(&domain, "after 2^31 leaked guards");
+    let msg = overflowing.expect_err("the read lock past the nesting limit must panic");
+    let msg = msg
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| msg.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(msg.contains("nested too deeply"), "{msg}");
+    // The leaked guards stall grace periods until the reader goes (release builds unregister a
+    // reader dropped inside a section quietly).
+    drop(reader);
+    writer.join().unwrap();
+}
+
+/// Regression (issue 17): `read()` on an offline qsbr reader was rejected only in debug builds;
+/// in release builds the guard protected nothing (`synchronize()` did not wait for it).
+#[test]
+fn qsbr_read_on_an_offline_reader_panics_in_every_build() {
+    let domain = Domain::<Qsbr>::new();
+    let mut reader = domain.register();
+    reader.offline();
+    let guard = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.read()));
+    if let Ok(g) = &guard {
+        let writer = assert_synchronize_waits(&domain, "a guard of an offline qsbr reader");
+        drop(g);
+        writer.join().unwrap();
+    }
+    let msg = guard.err().expect("read() on an offline qsbr reader must panic");
+    let msg = msg
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| msg.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(msg.contains("offline qsbr reader"), "{msg}");
+    // The reader is still usable: online, a section, a quiescent state.
+    reader.online();
+    drop(reader.read());
+    reader.quiescent_state();
+}
+
+/// Regression (issue 17), old code only: a qsbr state change while a guard borrows the reader.
+/// On the fixed code these do not compile (the state changes take `&mut self`); the
+/// compile_fail doctests on `Reader::<Qsbr>::quiescent_state` keep that shown.
+fn qsbr_state_change_under_a_guard_keeps_the_guard_protected(change: fn(&Reader<Qsbr>)) {
+    let domain = Domain::<Qsbr>::new();
+    let reader = domain.register();
+    let g = reader.read();
+    let writer = assert_synchronize_waits_across(
+        &domain,
+        "after a state change under the guard",
+        || change(&reader),
+    );
+    drop(g);
+    reader.quiescent_state();
+    drop(reader);
+    writer.join().unwrap();
+}
+
+#[test]
+fn qsbr_quiescent_state_under_a_live_guard_keeps_it_protected() {
+    qsbr_state_change_under_a_guard_keeps_the_guard_protected(Reader::quiescent_state);
+}
+
+#[test]
+fn qsbr_offline_under_a_live_guard_keeps_it_protected() {
+    qsbr_state_change_under_a_guard_keeps_the_guard_protected(Reader::offline);
+}
+
+/// Runs `f` on a helper thread and returns its panic message; fails the test if `f` returns,
+/// or has not panicked within a liveness bound (the hazards below used to hang forever).
+#[cfg(debug_assertions)]
+fn panics_instead_of_hanging(what: &str, f: impl FnOnce() + Send + 'static) -> String {
+    let (tx, rx) = mpsc::channel::<()>();
+    let h = thread::spawn(move || {
+        let _tx = tx; // dropped when f returns or unwinds
+        f();
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what} hung with no diagnosis"),
+        _ => {
+            let payload = h.join().expect_err(what);
+            payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// Regression (issue 17): `barrier()` inside a read section waits for a grace period that
+/// waits for the caller: it hung with no diagnosis, where `synchronize()` panics in debug builds.
+#[cfg(debug_assertions)]
+#[test]
+fn memb_barrier_inside_read_section_panics_in_debug() {
+    let domain = Domain::<Memb>::new();
+    let d = domain.clone();
+    let msg = panics_instead_of_hanging("barrier() inside a read section", move || {
+        let reader = d.register();
+        let _g = reader.read();
+        d.call(|| {});
+        d.barrier();
+    });
+    assert!(msg.contains("barrier() called inside a read section"), "{msg}");
+    domain.barrier();
+}
+
+/// Regression (issue 17): the qsbr form of the same hazard: `barrier()` from a thread that is
+/// an online reader of the domain.
+#[cfg(debug_assertions)]
+#[test]
+fn qsbr_barrier_from_online_reader_thread_panics_in_debug() {
+    let domain = Domain::<Qsbr>::new();
+    let d = domain.clone();
+    let msg = panics_instead_of_hanging("barrier() from an online qsbr reader", move || {
+        let reader = d.register();
+        d.call(|| {});
+        d.barrier();
+        drop(reader);
+    });
+    assert!(msg.contains("online qsbr reader of the same domain"), "{msg}");
+    domain.barrier();
+}
