@@ -57,8 +57,10 @@ impl<F: Flavor> Drop for DomainInner<F> {
         #[cfg(not(loom))]
         if let Some(handle) = self.reclaimer.take() {
             if std::thread::current().id() != self.reclaimer_id {
-                // The reclaimer catches callback panics, so it only ends by draining.
-                let _ = handle.join();
+                // The reclaimer catches callback panics, so it normally ends by draining.
+                if let Err(payload) = handle.join() {
+                    self.reclaimer_died(payload);
+                }
             }
             // Otherwise a callback dropped the last handle: the reclaimer, detached, drains the
             // queue and exits when that callback returns.
@@ -67,6 +69,32 @@ impl<F: Flavor> Drop for DomainInner<F> {
         {
             let core = &self.core;
             core.queue.run_inline(|| core.synchronize(), &core.stats);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl<F: Flavor> DomainInner<F> {
+    /// The last handle found the reclaimer thread dead (it unwound; see `reclaimer.rs`, "If the
+    /// reclaimer dies anyway"): runs what it left queued here, then reports the death loudly
+    /// (unless this thread is already unwinding). No reader is left (each `Reader` holds a
+    /// handle), so the grace periods before those callbacks are immediate.
+    #[cold]
+    fn reclaimer_died(&self, payload: Box<dyn std::any::Any + Send>) {
+        let core = &self.core;
+        core.queue.run_inline(|| core.synchronize(), &core.stats);
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("a non-string panic payload");
+        if std::thread::panicking() {
+            eprintln!("aspace-rcu: the domain's reclaimer thread died ({msg})");
+        } else {
+            panic!(
+                "aspace-rcu: the domain's reclaimer thread died ({msg}); the last handle's \
+                 drop ran its pending callbacks"
+            );
         }
     }
 }
@@ -202,7 +230,11 @@ impl<F: Flavor> Domain<F> {
     }
 
     /// Waits until every callback queued (by any thread) before this call has run. Must not be
-    /// called from a callback (it panics there: it would wait for itself).
+    /// called from a callback (it panics there: it would wait for itself), nor, like
+    /// [`Domain::synchronize`], from inside a read section of this domain or (qsbr) by a thread
+    /// that is an online reader of it: the callbacks wait for a grace period that waits for the
+    /// caller. Debug builds panic instead of waiting forever (memb: at once; qsbr: once the wait
+    /// has lasted 200 ms). Panics if the domain's reclaimer thread died (it would wait forever).
     pub fn barrier(&self) {
         let _rcu = crate::sync::rcu_scope();
         #[cfg(not(loom))]
@@ -211,7 +243,11 @@ impl<F: Flavor> Domain<F> {
                 std::thread::current().id() != self.inner.reclaimer_id,
                 "aspace-rcu: barrier() called from an RCU callback (it would wait for itself)"
             );
-            self.core().queue.barrier();
+            let core = self.core();
+            core.queue.barrier(|_waited| {
+                #[cfg(debug_assertions)]
+                F::debug_check_self_wait(&core.registry, _waited, "barrier()");
+            });
         }
         #[cfg(loom)]
         {
@@ -301,8 +337,18 @@ impl<F: Flavor> Reader<F> {
     /// `synchronize()` for a thread that holds this reader: identical to
     /// [`Domain::synchronize`] for `memb`; for `qsbr` it goes offline around the wait (and back
     /// online after), which `Domain::synchronize` from an online reader's thread must do.
-    /// Must not be called inside a read section.
-    pub fn synchronize(&self) {
+    /// Takes `&mut self`, so no guard of this reader can be alive (a read section of its own
+    /// would be waited for forever by memb, and left unprotected by qsbr's offline step):
+    ///
+    /// ```compile_fail,E0502
+    /// # use aspace_rcu::{Domain, Qsbr};
+    /// let domain = Domain::<Qsbr>::new();
+    /// let mut reader = domain.register();
+    /// let guard = reader.read();
+    /// reader.synchronize(); // error: `reader` is borrowed by `guard`
+    /// drop(guard);
+    /// ```
+    pub fn synchronize(&mut self) {
         let _rcu = crate::sync::rcu_scope();
         F::reader_synchronize(
             &self.core.global,
@@ -330,21 +376,60 @@ impl<F: Flavor> std::fmt::Debug for Reader<F> {
     }
 }
 
+/// The qsbr state changes take `&mut self`: a [`Guard`] borrows its reader, so the borrow
+/// checker rejects announcing a quiescent state, going offline or coming online while a read
+/// section of the reader is open (each would let grace periods stop waiting for the live
+/// guard, in every build):
+///
+/// ```compile_fail,E0502
+/// # use aspace_rcu::{Domain, Qsbr};
+/// let domain = Domain::<Qsbr>::new();
+/// let mut reader = domain.register();
+/// let guard = reader.read();
+/// reader.quiescent_state(); // error: `reader` is borrowed by `guard`
+/// drop(guard);
+/// ```
+///
+/// ```compile_fail,E0502
+/// # use aspace_rcu::{Domain, Qsbr};
+/// let domain = Domain::<Qsbr>::new();
+/// let mut reader = domain.register();
+/// let guard = reader.read();
+/// reader.offline(); // error: `reader` is borrowed by `guard`
+/// drop(guard);
+/// ```
+///
+/// Once the guard is gone they compile:
+///
+/// ```
+/// # use aspace_rcu::{Domain, Qsbr};
+/// let domain = Domain::<Qsbr>::new();
+/// let mut reader = domain.register();
+/// let guard = reader.read();
+/// drop(guard);
+/// reader.quiescent_state();
+/// reader.offline();
+/// reader.synchronize();
+/// reader.online();
+/// ```
+///
+/// `read()` on an offline reader panics, in every build (one load of the reader's own slot):
+/// its guard would protect nothing.
 impl Reader<Qsbr> {
     /// Announces a quiescent state: no reference from earlier read sections is held. On an
     /// offline reader this comes back online, exactly as [`Reader::online`].
     #[inline]
-    pub fn quiescent_state(&self) {
+    pub fn quiescent_state(&mut self) {
         crate::qsbr::quiescent_state(&self.core.global, &self.slot);
     }
 
     /// Goes offline (e.g. before blocking): grace periods no longer wait for this thread.
-    pub fn offline(&self) {
+    pub fn offline(&mut self) {
         crate::qsbr::offline(&self.slot);
     }
 
     /// Comes back online after `offline()`.
-    pub fn online(&self) {
+    pub fn online(&mut self) {
         crate::qsbr::online(&self.core.global, &self.slot);
     }
 

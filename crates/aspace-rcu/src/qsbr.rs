@@ -147,18 +147,24 @@ impl QsbrGlobal {
     }
 }
 
-/// Read lock: nothing in release builds.
+/// Read lock: in release builds only the check that the reader is online (a load of its own
+/// slot and a not-taken branch): a guard of an offline reader would protect nothing.
 #[inline(always)]
 pub(crate) fn read_lock(slot: &QsbrSlot) {
-    #[cfg(debug_assertions)]
-    {
-        assert!(
-            slot.is_online(),
-            "aspace-rcu: read() on an offline qsbr reader (call online() first)"
-        );
-        slot.nesting.fetch_add(1, Relaxed);
+    if !slot.is_online() {
+        read_while_offline();
     }
-    let _ = slot;
+    #[cfg(debug_assertions)]
+    slot.nesting.fetch_add(1, Relaxed);
+}
+
+#[cold]
+#[inline(never)]
+fn read_while_offline() -> ! {
+    panic!(
+        "aspace-rcu: read() on an offline qsbr reader (call online() first): grace periods do \
+         not wait for an offline reader, so its guard would protect nothing"
+    );
 }
 
 /// Read unlock: nothing in release builds.
@@ -259,6 +265,31 @@ fn wait_for_readers(slots: &[SlotRef<QsbrSlot>], new: usize) {
                 );
             }
             backoff.pause();
+        }
+    }
+}
+
+/// Debug builds: panics if a wait for a grace period (`what`, e.g. `barrier()`) has lasted
+/// `waited` >= [`SELF_WAIT_PANIC_AFTER`] and the calling thread is an online reader of this
+/// domain (the grace period waits for the caller's next quiescent state, which never comes).
+#[cfg(all(debug_assertions, not(loom)))]
+pub(crate) fn debug_check_not_online(
+    registry: &Registry<QsbrSlot>,
+    waited: std::time::Duration,
+    what: &str,
+) {
+    if waited < SELF_WAIT_PANIC_AFTER {
+        return;
+    }
+    let me = crate::owner::current();
+    let mut slots = Vec::new();
+    registry.snapshot_into(&mut slots);
+    for slot in &slots {
+        if slot.is_online() && slot.owner.load(Relaxed) == me {
+            panic!(
+                "aspace-rcu: {what} called by a thread that is an online qsbr reader of the same \
+                 domain (it waits for itself); go offline() first"
+            );
         }
     }
 }

@@ -150,7 +150,7 @@ fn reclaimer_waits_for_readers_before_running_callbacks() {
 #[test]
 fn reader_handle_keeps_domain_alive_until_it_drops() {
     let domain = Domain::<Qsbr>::with_config(lazy());
-    let reader = domain.register();
+    let mut reader = domain.register();
     drop(domain);
     let drops = Arc::new(AtomicUsize::new(0));
     reader.domain().defer_drop(Counted(drops.clone()));
