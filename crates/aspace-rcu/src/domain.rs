@@ -153,7 +153,10 @@ impl<F: Flavor> Domain<F> {
                     let core = thread_core;
                     let synchronize = || {
                         #[cfg(test)]
-                        if core.kill_reclaimer.load(std::sync::atomic::Ordering::Relaxed) {
+                        if core
+                            .kill_reclaimer
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                        {
                             panic!("test hook: the reclaimer thread dies (expected by the test)");
                         }
                         core.synchronize();
@@ -497,9 +500,9 @@ mod tests {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 panic!("barrier() hung after the reclaimer thread died")
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err(panic_message(&*h.join().expect_err("barrier() thread ended early")))
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(panic_message(
+                &*h.join().expect_err("barrier() thread ended early"),
+            )),
         }
     }
 

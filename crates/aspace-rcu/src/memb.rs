@@ -373,10 +373,20 @@ mod tests {
             let locked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 read_lock(&global, &slot)
             }));
-            assert!(locked.is_err(), "{mode:?}: the lock past the limit must panic");
-            assert_eq!(slot.word.load(Relaxed), before, "{mode:?}: the word changed");
+            assert!(
+                locked.is_err(),
+                "{mode:?}: the lock past the limit must panic"
+            );
+            assert_eq!(
+                slot.word.load(Relaxed),
+                before,
+                "{mode:?}: the word changed"
+            );
             assert_eq!(slot.nesting(), NEST_MASK);
-            assert!(is_reader_of(&slot, before & GROUP), "{mode:?}: reads as idle");
+            assert!(
+                is_reader_of(&slot, before & GROUP),
+                "{mode:?}: reads as idle"
+            );
             // The guards below the limit still unlock normally, down to rest.
             read_unlock(&slot);
             assert_eq!(slot.nesting(), NEST_MASK - 1);

@@ -2,8 +2,11 @@
 //!
 //! # Reader
 //!
-//! Read sections cost nothing: `read()` and the guard's drop compile to no instructions in
-//! release builds (debug builds keep a nesting count to catch misuse). Instead, each reader
+//! Read sections cost almost nothing: in release builds `read()` is one load of the reader's own
+//! slot and a not-taken branch (an offline reader's `read()` panics: grace periods skip it, so its
+//! guard would protect nothing), and the guard's drop compiles to no instructions (debug builds
+//! keep a nesting count to catch misuse). The state changes below take `&mut Reader`, so the
+//! borrow checker forbids them while a guard borrows the reader. Instead, each reader
 //! periodically announces a *quiescent state*, a point where it holds no reference obtained in
 //! an earlier read section, by copying the domain's grace-period counter into its slot:
 //!
@@ -53,10 +56,11 @@
 //!
 //! # Hazard
 //!
-//! A thread that is an online reader of a domain and calls `Domain::synchronize()` waits for
-//! itself forever. `Reader::synchronize()` goes offline around the wait; use it. Debug builds
-//! detect the self-wait (the slot's last user is the waiting thread and the wait has slept for
-//! more than [`SELF_WAIT_PANIC_AFTER`]) and panic instead of hanging.
+//! A thread that is an online reader of a domain and calls `Domain::synchronize()` (or
+//! `Domain::barrier()`, whose callbacks wait for a grace period) waits for itself forever.
+//! `Reader::synchronize()` goes offline around the wait; use it. Debug builds detect the
+//! self-wait (the slot's last user is the waiting thread and the wait has slept, or for
+//! `barrier()` waited, for more than [`SELF_WAIT_PANIC_AFTER`]) and panic instead of hanging.
 //!
 //! Not for: readers that cannot find regular quiescent points (use memb).
 

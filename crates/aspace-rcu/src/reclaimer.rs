@@ -344,15 +344,14 @@ impl Queue {
                 }
                 let now = Instant::now();
                 let due = *deadline.get_or_insert_with(|| now.checked_add(self.batch_delay));
-                st.phase = Phase::Gathering;
-                match due {
-                    Some(due) if now >= due => {
-                        st.phase = Phase::Busy;
-                        break;
-                    }
-                    Some(due) => st = self.work.wait_timeout(st, due - now),
-                    None => st = self.work.wait(st),
+                if due.is_some_and(|due| now >= due) {
+                    break;
                 }
+                st.phase = Phase::Gathering;
+                st = match due {
+                    Some(due) => self.work.wait_timeout(st, due - now),
+                    None => self.work.wait(st),
+                };
                 st.phase = Phase::Busy;
             }
             let upto = Self::take(&mut st, batch);

@@ -10,11 +10,19 @@ use std::thread;
 /// How a test keeps a reader "pre-existing" (memb: inside a section; qsbr: online without
 /// announcing a quiescent state), and how it lets it go.
 trait Hold: Flavor {
-    fn hold_until(reader: &mut Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>);
+    fn hold_until(
+        reader: &mut Reader<Self>,
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    );
 }
 
 impl Hold for Memb {
-    fn hold_until(reader: &mut Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+    fn hold_until(
+        reader: &mut Reader<Self>,
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    ) {
         let g = reader.read();
         entered.send(()).unwrap();
         release.recv().unwrap();
@@ -23,7 +31,11 @@ impl Hold for Memb {
 }
 
 impl Hold for Qsbr {
-    fn hold_until(reader: &mut Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+    fn hold_until(
+        reader: &mut Reader<Self>,
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    ) {
         let g = reader.read();
         entered.send(()).unwrap();
         release.recv().unwrap();
@@ -490,7 +502,10 @@ fn assert_synchronize_waits_across<F: Flavor>(
 /// live guards. Now the lock that would overflow panics and the reader stays inside its section.
 /// (2^31 locks: about 3 s in release builds; skipped in debug builds.)
 #[test]
-#[cfg_attr(debug_assertions, ignore = "2^31 read locks take minutes in a debug build")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "2^31 read locks take minutes in a debug build"
+)]
 fn memb_nesting_overflow_by_leaked_guards_does_not_end_the_read_section() {
     let domain = Domain::<Memb>::new();
     let reader = domain.register();
@@ -585,7 +600,10 @@ fn memb_barrier_inside_read_section_panics_in_debug() {
         d.call(|| {});
         d.barrier();
     });
-    assert!(msg.contains("barrier() called inside a read section"), "{msg}");
+    assert!(
+        msg.contains("barrier() called inside a read section"),
+        "{msg}"
+    );
     domain.barrier();
 }
 
@@ -602,6 +620,9 @@ fn qsbr_barrier_from_online_reader_thread_panics_in_debug() {
         d.barrier();
         drop(reader);
     });
-    assert!(msg.contains("online qsbr reader of the same domain"), "{msg}");
+    assert!(
+        msg.contains("online qsbr reader of the same domain"),
+        "{msg}"
+    );
     domain.barrier();
 }

@@ -277,7 +277,10 @@ fn callback_panic_whose_payload_panics_on_drop_does_not_kill_the_reclaimer() {
     let drops = Arc::new(AtomicUsize::new(0));
     domain.call(|| std::panic::panic_any(PayloadPanicsOnDrop));
     domain.defer_drop(Counted(drops.clone()));
-    barrier_returns(&domain, "after a callback whose panic payload panics on drop");
+    barrier_returns(
+        &domain,
+        "after a callback whose panic payload panics on drop",
+    );
     assert_eq!(drops.load(Ordering::SeqCst), 1);
     assert_eq!(domain.stats().callback_panics, 1);
     // The reclaimer is alive: later callbacks run too.
