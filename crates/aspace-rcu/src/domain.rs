@@ -496,7 +496,10 @@ mod tests {
             let _ = tx.send(());
         });
         match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(()) => Ok(h.join().unwrap()),
+            Ok(()) => {
+                h.join().unwrap();
+                Ok(())
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 panic!("barrier() hung after the reclaimer thread died")
             }
