@@ -98,7 +98,9 @@ impl QsbrSlot {
         }
     }
 
-    /// Whether the reader is online.
+    /// Whether the reader is online. `#[inline]`: `read()` tests it, and it must inline into
+    /// the read sections of other crates (a non-generic function otherwise stays a call).
+    #[inline]
     pub(crate) fn is_online(&self) -> bool {
         self.ctr.load(Relaxed) != 0
     }
