@@ -14,7 +14,9 @@ pub struct DomainConfig {
     /// arrives during one grace period.
     pub batch_size: usize,
     /// Below `batch_size`, the reclaimer waits at most this long after the first queued
-    /// callback to gather a batch. Default 1 ms.
+    /// callback to gather a batch. Default 1 ms. A delay too long to add to `Instant::now()`
+    /// (`Duration::MAX`) means no timer: batches start by size only, and `barrier()` and the
+    /// domain's drop still run whatever is queued.
     pub batch_delay: Duration,
     /// `memb` only: run readers with full fences even if membarrier is available (for tests and
     /// for benchmarking the fallback). Default `false`.

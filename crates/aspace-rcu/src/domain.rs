@@ -30,6 +30,10 @@ struct Core<F: Flavor> {
     registry: Registry<F::Slot>,
     queue: Queue,
     stats: Counters,
+    /// Unit tests only: the reclaimer thread's next grace period panics (kills the thread), to
+    /// test what the handles do when it is gone.
+    #[cfg(all(test, not(loom)))]
+    kill_reclaimer: std::sync::atomic::AtomicBool,
 }
 
 impl<F: Flavor> Core<F> {
@@ -53,8 +57,10 @@ impl<F: Flavor> Drop for DomainInner<F> {
         #[cfg(not(loom))]
         if let Some(handle) = self.reclaimer.take() {
             if std::thread::current().id() != self.reclaimer_id {
-                // The reclaimer catches callback panics, so it only ends by draining.
-                let _ = handle.join();
+                // The reclaimer catches callback panics, so it normally ends by draining.
+                if let Err(payload) = handle.join() {
+                    self.reclaimer_died(payload);
+                }
             }
             // Otherwise a callback dropped the last handle: the reclaimer, detached, drains the
             // queue and exits when that callback returns.
@@ -63,6 +69,32 @@ impl<F: Flavor> Drop for DomainInner<F> {
         {
             let core = &self.core;
             core.queue.run_inline(|| core.synchronize(), &core.stats);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl<F: Flavor> DomainInner<F> {
+    /// The last handle found the reclaimer thread dead (it unwound; see `reclaimer.rs`, "If the
+    /// reclaimer dies anyway"): runs what it left queued here, then reports the death loudly
+    /// (unless this thread is already unwinding). No reader is left (each `Reader` holds a
+    /// handle), so the grace periods before those callbacks are immediate.
+    #[cold]
+    fn reclaimer_died(&self, payload: Box<dyn std::any::Any + Send>) {
+        let core = &self.core;
+        core.queue.run_inline(|| core.synchronize(), &core.stats);
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("a non-string panic payload");
+        if std::thread::panicking() {
+            eprintln!("aspace-rcu: the domain's reclaimer thread died ({msg})");
+        } else {
+            panic!(
+                "aspace-rcu: the domain's reclaimer thread died ({msg}); the last handle's \
+                 drop ran its pending callbacks"
+            );
         }
     }
 }
@@ -109,6 +141,8 @@ impl<F: Flavor> Domain<F> {
             registry: Registry::new(),
             queue: Queue::new(config.batch_size, config.batch_delay),
             stats: Counters::default(),
+            #[cfg(all(test, not(loom)))]
+            kill_reclaimer: std::sync::atomic::AtomicBool::new(false),
         });
         #[cfg(not(loom))]
         {
@@ -117,7 +151,17 @@ impl<F: Flavor> Domain<F> {
                 .name(format!("aspace-rcu-{}-reclaimer", F::NAME))
                 .spawn(move || {
                     let core = thread_core;
-                    core.queue.run(|| core.synchronize(), &core.stats);
+                    let synchronize = || {
+                        #[cfg(test)]
+                        if core
+                            .kill_reclaimer
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                        {
+                            panic!("test hook: the reclaimer thread dies (expected by the test)");
+                        }
+                        core.synchronize();
+                    };
+                    core.queue.run(synchronize, &core.stats);
                 })
                 .expect("aspace-rcu: cannot spawn the reclaimer thread");
             let reclaimer_id = handle.thread().id();
@@ -189,7 +233,11 @@ impl<F: Flavor> Domain<F> {
     }
 
     /// Waits until every callback queued (by any thread) before this call has run. Must not be
-    /// called from a callback (it panics there: it would wait for itself).
+    /// called from a callback (it panics there: it would wait for itself), nor, like
+    /// [`Domain::synchronize`], from inside a read section of this domain or (qsbr) by a thread
+    /// that is an online reader of it: the callbacks wait for a grace period that waits for the
+    /// caller. Debug builds panic instead of waiting forever (memb: at once; qsbr: once the wait
+    /// has lasted 200 ms). Panics if the domain's reclaimer thread died (it would wait forever).
     pub fn barrier(&self) {
         let _rcu = crate::sync::rcu_scope();
         #[cfg(not(loom))]
@@ -198,7 +246,11 @@ impl<F: Flavor> Domain<F> {
                 std::thread::current().id() != self.inner.reclaimer_id,
                 "aspace-rcu: barrier() called from an RCU callback (it would wait for itself)"
             );
-            self.core().queue.barrier();
+            let core = self.core();
+            core.queue.barrier(|_waited| {
+                #[cfg(debug_assertions)]
+                F::debug_check_self_wait(&core.registry, _waited, "barrier()");
+            });
         }
         #[cfg(loom)]
         {
@@ -288,8 +340,18 @@ impl<F: Flavor> Reader<F> {
     /// `synchronize()` for a thread that holds this reader: identical to
     /// [`Domain::synchronize`] for `memb`; for `qsbr` it goes offline around the wait (and back
     /// online after), which `Domain::synchronize` from an online reader's thread must do.
-    /// Must not be called inside a read section.
-    pub fn synchronize(&self) {
+    /// Takes `&mut self`, so no guard of this reader can be alive (a read section of its own
+    /// would be waited for forever by memb, and left unprotected by qsbr's offline step):
+    ///
+    /// ```compile_fail,E0502
+    /// # use aspace_rcu::{Domain, Qsbr};
+    /// let domain = Domain::<Qsbr>::new();
+    /// let mut reader = domain.register();
+    /// let guard = reader.read();
+    /// reader.synchronize(); // error: `reader` is borrowed by `guard`
+    /// drop(guard);
+    /// ```
+    pub fn synchronize(&mut self) {
         let _rcu = crate::sync::rcu_scope();
         F::reader_synchronize(
             &self.core.global,
@@ -317,21 +379,60 @@ impl<F: Flavor> std::fmt::Debug for Reader<F> {
     }
 }
 
+/// The qsbr state changes take `&mut self`: a [`Guard`] borrows its reader, so the borrow
+/// checker rejects announcing a quiescent state, going offline or coming online while a read
+/// section of the reader is open (each would let grace periods stop waiting for the live
+/// guard, in every build):
+///
+/// ```compile_fail,E0502
+/// # use aspace_rcu::{Domain, Qsbr};
+/// let domain = Domain::<Qsbr>::new();
+/// let mut reader = domain.register();
+/// let guard = reader.read();
+/// reader.quiescent_state(); // error: `reader` is borrowed by `guard`
+/// drop(guard);
+/// ```
+///
+/// ```compile_fail,E0502
+/// # use aspace_rcu::{Domain, Qsbr};
+/// let domain = Domain::<Qsbr>::new();
+/// let mut reader = domain.register();
+/// let guard = reader.read();
+/// reader.offline(); // error: `reader` is borrowed by `guard`
+/// drop(guard);
+/// ```
+///
+/// Once the guard is gone they compile:
+///
+/// ```
+/// # use aspace_rcu::{Domain, Qsbr};
+/// let domain = Domain::<Qsbr>::new();
+/// let mut reader = domain.register();
+/// let guard = reader.read();
+/// drop(guard);
+/// reader.quiescent_state();
+/// reader.offline();
+/// reader.synchronize();
+/// reader.online();
+/// ```
+///
+/// `read()` on an offline reader panics, in every build (one load of the reader's own slot):
+/// its guard would protect nothing.
 impl Reader<Qsbr> {
     /// Announces a quiescent state: no reference from earlier read sections is held. On an
     /// offline reader this comes back online, exactly as [`Reader::online`].
     #[inline]
-    pub fn quiescent_state(&self) {
+    pub fn quiescent_state(&mut self) {
         crate::qsbr::quiescent_state(&self.core.global, &self.slot);
     }
 
     /// Goes offline (e.g. before blocking): grace periods no longer wait for this thread.
-    pub fn offline(&self) {
+    pub fn offline(&mut self) {
         crate::qsbr::offline(&self.slot);
     }
 
     /// Comes back online after `offline()`.
-    pub fn online(&self) {
+    pub fn online(&mut self) {
         crate::qsbr::online(&self.core.global, &self.slot);
     }
 
@@ -361,5 +462,104 @@ impl<F: Flavor> Drop for Guard<'_, F> {
     #[inline]
     fn drop(&mut self) {
         F::read_unlock(self.slot);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn kill_reclaimer<F: Flavor>(domain: &Domain<F>) {
+        domain.core().kill_reclaimer.store(true, Ordering::Relaxed);
+    }
+
+    fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// Runs `domain.barrier()` on a helper thread: `Ok` if it returned, `Err(message)` if it
+    /// panicked; fails the test if it has not done either within a liveness bound (a barrier
+    /// needs milliseconds).
+    fn barrier_outcome<F: Flavor>(domain: &Domain<F>) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let d = domain.clone();
+        let h = std::thread::spawn(move || {
+            d.barrier();
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(()) => {
+                h.join().unwrap();
+                Ok(())
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("barrier() hung after the reclaimer thread died")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(panic_message(
+                &*h.join().expect_err("barrier() thread ended early"),
+            )),
+        }
+    }
+
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Regression (issue 17): once the reclaimer thread had died, `barrier()` waited forever
+    /// for callbacks nobody would run. Now it, and every later `call()`, panics saying why.
+    #[test]
+    fn barrier_and_call_after_the_reclaimer_died_panic_instead_of_hanging() {
+        let domain = Domain::<Memb>::new();
+        kill_reclaimer(&domain);
+        domain.call(|| {});
+        let msg = barrier_outcome(&domain).expect_err("barrier() returned: who ran the callback?");
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+        // Every later barrier and call says so too.
+        let msg = barrier_outcome(&domain).expect_err("a later barrier() returned");
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+        let call = catch_unwind(AssertUnwindSafe(|| domain.call(|| {})));
+        let msg = panic_message(&*call.expect_err("call() after the reclaimer died must panic"));
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+        // The last handle's drop runs what is queued and reports the death.
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(domain)));
+        let msg = panic_message(&*dropped.expect_err("drop must report the reclaimer's death"));
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
+    }
+
+    /// Regression (issue 17): dropping the last handle ignored the reclaimer's failed `join()`,
+    /// so the callbacks it had not run (map nodes, page tables) leaked silently. Now the drop
+    /// runs them after a grace period and then panics with the reclaimer's death.
+    #[test]
+    fn last_handle_drop_after_the_reclaimer_died_runs_the_queued_callbacks() {
+        let domain = Domain::<Memb>::with_config(DomainConfig {
+            batch_size: usize::MAX,
+            batch_delay: Duration::from_secs(3600),
+            ..DomainConfig::default()
+        });
+        kill_reclaimer(&domain);
+        let drops = Arc::new(AtomicUsize::new(0));
+        for _ in 0..3 {
+            domain.defer_drop(Counted(drops.clone()));
+        }
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(domain)));
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3,
+            "the queued callbacks leaked when the reclaimer died"
+        );
+        let msg = panic_message(&*dropped.expect_err("drop must report the reclaimer's death"));
+        assert!(msg.contains("reclaimer thread died"), "{msg}");
     }
 }

@@ -58,6 +58,15 @@ pub(crate) mod sealed {
         fn read_lock(global: &Self::Global, slot: &Self::Slot);
         fn read_unlock(slot: &Self::Slot);
         fn synchronize(global: &Self::Global, registry: &Registry<Self::Slot>, stats: &Counters);
+        /// Debug builds: panics if the calling thread's own reader state blocks grace periods
+        /// (memb: inside a read section; qsbr: online, once the wait has lasted `waited` >=
+        /// `SELF_WAIT_PANIC_AFTER`), so that `what` (a wait for a grace period) would never end.
+        #[cfg(all(debug_assertions, not(loom)))]
+        fn debug_check_self_wait(
+            registry: &Registry<Self::Slot>,
+            waited: std::time::Duration,
+            what: &str,
+        );
         /// `synchronize()` on behalf of a registered reader (qsbr: offline around the wait).
         fn reader_synchronize(
             global: &Self::Global,
@@ -95,6 +104,14 @@ pub(crate) mod sealed {
         }
         fn synchronize(global: &MembGlobal, registry: &Registry<MembSlot>, stats: &Counters) {
             memb::synchronize(global, registry, stats);
+        }
+        #[cfg(all(debug_assertions, not(loom)))]
+        fn debug_check_self_wait(
+            registry: &Registry<MembSlot>,
+            _waited: std::time::Duration,
+            what: &str,
+        ) {
+            memb::debug_check_not_reading(registry, what);
         }
         fn reader_synchronize(
             global: &MembGlobal,
@@ -134,6 +151,14 @@ pub(crate) mod sealed {
         }
         fn synchronize(global: &QsbrGlobal, registry: &Registry<QsbrSlot>, stats: &Counters) {
             qsbr::synchronize(global, registry, stats);
+        }
+        #[cfg(all(debug_assertions, not(loom)))]
+        fn debug_check_self_wait(
+            registry: &Registry<QsbrSlot>,
+            waited: std::time::Duration,
+            what: &str,
+        ) {
+            qsbr::debug_check_not_online(registry, waited, what);
         }
         fn reader_synchronize(
             global: &QsbrGlobal,

@@ -42,8 +42,9 @@
 //!   group, flips the group once, waits for the pre-existing readers, and exits early when a full
 //!   grace period elapsed while it waited for the writer mutex. Without membarrier the domain
 //!   falls back to full-fence readers and says so ([`Domain::mode`]).
-//! - [`Qsbr`] (`qsbr.rs`): read sections cost nothing; each reader announces quiescent states
-//!   ([`Reader::quiescent_state`]) and goes [`Reader::offline`] around blocking.
+//! - [`Qsbr`] (`qsbr.rs`): read sections cost one load of the reader's own slot (the check that
+//!   it is online); each reader announces quiescent states ([`Reader::quiescent_state`]) and
+//!   goes [`Reader::offline`] around blocking.
 //!
 //! # The RCU contract (what this crate promises and what it asks)
 //!
@@ -59,12 +60,22 @@
 //!
 //! # Hazards
 //!
-//! - **`synchronize()` inside a read section** of the same domain (or, qsbr, from an online
-//!   reader's thread: use [`Reader::synchronize`]) waits forever for itself. Debug builds panic.
-//!   `barrier()` inside a callback likewise panics.
+//! - **`synchronize()` or `barrier()` inside a read section** of the same domain (or, qsbr, from
+//!   an online reader's thread: use [`Reader::synchronize`], or go offline first) waits forever
+//!   for itself. Debug builds panic (qsbr's `barrier()` once it has waited 200 ms). `barrier()`
+//!   inside a callback panics in every build. A reader's own state changes
+//!   ([`Reader::synchronize`], qsbr's [`Reader::quiescent_state`], [`Reader::offline`],
+//!   [`Reader::online`]) take `&mut self`, so the borrow checker rejects them while one of its
+//!   guards lives; qsbr's `read()` on an offline reader panics in every build.
 //! - **Thread exit with a live guard** cannot happen safely: a `Guard` borrows its `Reader`, so it
 //!   drops first. Leaking a guard (`mem::forget`) leaves the reader "inside" a section and stalls
-//!   every grace period until the `Reader` drops (which panics in debug builds).
+//!   every grace period until the `Reader` drops (which panics in debug builds); it never makes
+//!   the reader look idle: past the nesting limit (2^31 - 1 guards, 2^15 - 1 on 32-bit targets)
+//!   `read()` panics instead of wrapping the count.
+//! - **A dead reclaimer thread**: it survives every callback (panics and panicking panic
+//!   payloads are caught). Should it die anyway, `barrier()`, `call()` and `defer_*()` panic
+//!   instead of waiting or queueing forever, and the last handle's drop runs what was queued
+//!   and panics with the reclaimer's message.
 //! - **A qsbr reader that never announces a quiescent state** (or forgets to go offline before
 //!   blocking) stalls every grace period and, through the reclaimer, all reclamation.
 //! - **fork()**: the child inherits the domain's memory but not its reclaimer thread nor the

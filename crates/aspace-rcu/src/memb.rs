@@ -37,6 +37,15 @@
 //! periods), so a separate counter would add a load and a store to lock and unlock without
 //! removing any. Nested locks do write the shared word, but they sit on the cold path.
 //!
+//! # Nesting limit
+//!
+//! The count holds at most [`NEST_MASK`] (2^31 - 1 on 64-bit targets, 2^15 - 1 on 32-bit
+//! ones). The nested lock checks the limit in every build (it is on the cold path, so the
+//! outermost lock and unlock are unchanged): the lock that would carry the count into
+//! [`FULL_FENCES`] panics instead and leaves the word as it was. The reader therefore stays
+//! *inside* its section: guards leaked with `mem::forget` stall grace periods (until the
+//! `Reader` drops) but can never make the reader look idle while they are alive.
+//!
 //! # Writer (RCU-SYNCHRONIZE, thesis §4.4, same line labels)
 //!
 //! ```text
@@ -204,10 +213,11 @@ pub(crate) fn read_lock(global: &MembGlobal, slot: &MembSlot) {
 #[inline(never)]
 fn lock_slow(global: &MembGlobal, slot: &MembSlot, word: usize) {
     if word & NEST_MASK != 0 {
-        debug_assert!(
-            word & NEST_MASK < NEST_MASK,
-            "RCU read sections nested too deeply"
-        );
+        // Checked in every build (this path is cold): one more at the limit would carry into
+        // FULL_FENCES, leave the count 0 and make the reader look idle under live guards.
+        if word & NEST_MASK == NEST_MASK {
+            nesting_overflow();
+        }
         slot.word.store(word + 1, Relaxed);
     } else {
         let g = global.gp_ctr.load(Relaxed);
@@ -218,6 +228,17 @@ fn lock_slow(global: &MembGlobal, slot: &MembSlot, word: usize) {
         // Barrier L (fallback mode: a full fence).
         reader_light_barrier(true);
     }
+}
+
+/// The read lock that would overflow the nesting count: refused, with the word left as it is
+/// (the reader stays inside its section, so grace periods keep waiting for its guards).
+#[cold]
+#[inline(never)]
+fn nesting_overflow() -> ! {
+    panic!(
+        "aspace-rcu: RCU read sections nested too deeply ({NEST_MASK} live guards on one reader: \
+         leaked with mem::forget?); the reader stays inside its read section"
+    );
 }
 
 /// RCU-READ-UNLOCK.
@@ -266,16 +287,17 @@ fn wait_for_readers(slots: &[SlotRef<MembSlot>], group: usize) {
     }
 }
 
-/// Debug builds: panics if the calling thread is inside a read section of this domain.
+/// Debug builds: panics if the calling thread is inside a read section of this domain, where
+/// `what` (`synchronize()`, `barrier()`) would wait for itself forever.
 #[cfg(all(debug_assertions, not(loom)))]
-fn debug_check_not_reading(registry: &Registry<MembSlot>) {
+pub(crate) fn debug_check_not_reading(registry: &Registry<MembSlot>, what: &str) {
     let me = crate::owner::current();
     let mut slots = Vec::new();
     registry.snapshot_into(&mut slots);
     for slot in &slots {
         if slot.nesting() != 0 && slot.owner.load(Relaxed) == me {
             panic!(
-                "aspace-rcu: synchronize() called inside a read section of the same domain \
+                "aspace-rcu: {what} called inside a read section of the same domain \
                  (it would wait for itself forever)"
             );
         }
@@ -285,7 +307,7 @@ fn debug_check_not_reading(registry: &Registry<MembSlot>) {
 /// RCU-SYNCHRONIZE (see the module doc for the labels and the argument).
 pub(crate) fn synchronize(global: &MembGlobal, registry: &Registry<MembSlot>, stats: &Counters) {
     #[cfg(all(debug_assertions, not(loom)))]
-    debug_check_not_reading(registry);
+    debug_check_not_reading(registry, "synchronize()");
 
     // E: SeqCst; the caller's writes precede the read of cur_gp; pairs with S of the grace period
     // that may serve us (early-exit argument, point 4).
@@ -326,4 +348,50 @@ pub(crate) fn synchronize(global: &MembGlobal, registry: &Registry<MembSlot>, st
     // we waited for precedes our return (and the caller's frees).
     force_mb_in_threads(global.mode);
     snapshot.clear();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A reader word at the nesting limit, in `mode`'s barrier mode and reader group 0.
+    fn at_the_limit(mode: MembMode) -> (MembGlobal, MembSlot) {
+        let global = MembGlobal::new(mode);
+        let slot = MembSlot::new(&global);
+        let g = global.gp_ctr.load(Relaxed);
+        slot.word.store((g & !NEST_MASK) | NEST_MASK, Relaxed);
+        (global, slot)
+    }
+
+    /// Regression (issue 17), fast form of the public-API test: the lock at the nesting limit
+    /// used to carry into FULL_FENCES (release builds) and the reader read as idle.
+    #[test]
+    fn read_lock_at_the_nesting_limit_panics_and_the_reader_stays_inside_its_section() {
+        for mode in [MembMode::Membarrier, MembMode::FenceFallback] {
+            let (global, slot) = at_the_limit(mode);
+            let before = slot.word.load(Relaxed);
+            let locked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                read_lock(&global, &slot)
+            }));
+            assert!(
+                locked.is_err(),
+                "{mode:?}: the lock past the limit must panic"
+            );
+            assert_eq!(
+                slot.word.load(Relaxed),
+                before,
+                "{mode:?}: the word changed"
+            );
+            assert_eq!(slot.nesting(), NEST_MASK);
+            assert!(
+                is_reader_of(&slot, before & GROUP),
+                "{mode:?}: reads as idle"
+            );
+            // The guards below the limit still unlock normally, down to rest.
+            read_unlock(&slot);
+            assert_eq!(slot.nesting(), NEST_MASK - 1);
+            read_lock(&global, &slot);
+            assert_eq!(slot.nesting(), NEST_MASK);
+        }
+    }
 }

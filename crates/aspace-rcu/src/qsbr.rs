@@ -2,8 +2,11 @@
 //!
 //! # Reader
 //!
-//! Read sections cost nothing: `read()` and the guard's drop compile to no instructions in
-//! release builds (debug builds keep a nesting count to catch misuse). Instead, each reader
+//! Read sections cost almost nothing: in release builds `read()` is one load of the reader's own
+//! slot and a not-taken branch (an offline reader's `read()` panics: grace periods skip it, so its
+//! guard would protect nothing), and the guard's drop compiles to no instructions (debug builds
+//! keep a nesting count to catch misuse). The state changes below take `&mut Reader`, so the
+//! borrow checker forbids them while a guard borrows the reader. Instead, each reader
 //! periodically announces a *quiescent state*, a point where it holds no reference obtained in
 //! an earlier read section, by copying the domain's grace-period counter into its slot:
 //!
@@ -53,10 +56,11 @@
 //!
 //! # Hazard
 //!
-//! A thread that is an online reader of a domain and calls `Domain::synchronize()` waits for
-//! itself forever. `Reader::synchronize()` goes offline around the wait; use it. Debug builds
-//! detect the self-wait (the slot's last user is the waiting thread and the wait has slept for
-//! more than [`SELF_WAIT_PANIC_AFTER`]) and panic instead of hanging.
+//! A thread that is an online reader of a domain and calls `Domain::synchronize()` (or
+//! `Domain::barrier()`, whose callbacks wait for a grace period) waits for itself forever.
+//! `Reader::synchronize()` goes offline around the wait; use it. Debug builds detect the
+//! self-wait (the slot's last user is the waiting thread and the wait has slept, or for
+//! `barrier()` waited, for more than [`SELF_WAIT_PANIC_AFTER`]) and panic instead of hanging.
 //!
 //! Not for: readers that cannot find regular quiescent points (use memb).
 
@@ -94,7 +98,9 @@ impl QsbrSlot {
         }
     }
 
-    /// Whether the reader is online.
+    /// Whether the reader is online. `#[inline]`: `read()` tests it, and it must inline into
+    /// the read sections of other crates (a non-generic function otherwise stays a call).
+    #[inline]
     pub(crate) fn is_online(&self) -> bool {
         self.ctr.load(Relaxed) != 0
     }
@@ -147,18 +153,24 @@ impl QsbrGlobal {
     }
 }
 
-/// Read lock: nothing in release builds.
+/// Read lock: in release builds only the check that the reader is online (a load of its own
+/// slot and a not-taken branch): a guard of an offline reader would protect nothing.
 #[inline(always)]
 pub(crate) fn read_lock(slot: &QsbrSlot) {
-    #[cfg(debug_assertions)]
-    {
-        assert!(
-            slot.is_online(),
-            "aspace-rcu: read() on an offline qsbr reader (call online() first)"
-        );
-        slot.nesting.fetch_add(1, Relaxed);
+    if !slot.is_online() {
+        read_while_offline();
     }
-    let _ = slot;
+    #[cfg(debug_assertions)]
+    slot.nesting.fetch_add(1, Relaxed);
+}
+
+#[cold]
+#[inline(never)]
+fn read_while_offline() -> ! {
+    panic!(
+        "aspace-rcu: read() on an offline qsbr reader (call online() first): grace periods do \
+         not wait for an offline reader, so its guard would protect nothing"
+    );
 }
 
 /// Read unlock: nothing in release builds.
@@ -259,6 +271,31 @@ fn wait_for_readers(slots: &[SlotRef<QsbrSlot>], new: usize) {
                 );
             }
             backoff.pause();
+        }
+    }
+}
+
+/// Debug builds: panics if a wait for a grace period (`what`, e.g. `barrier()`) has lasted
+/// `waited` >= [`SELF_WAIT_PANIC_AFTER`] and the calling thread is an online reader of this
+/// domain (the grace period waits for the caller's next quiescent state, which never comes).
+#[cfg(all(debug_assertions, not(loom)))]
+pub(crate) fn debug_check_not_online(
+    registry: &Registry<QsbrSlot>,
+    waited: std::time::Duration,
+    what: &str,
+) {
+    if waited < SELF_WAIT_PANIC_AFTER {
+        return;
+    }
+    let me = crate::owner::current();
+    let mut slots = Vec::new();
+    registry.snapshot_into(&mut slots);
+    for slot in &slots {
+        if slot.is_online() && slot.owner.load(Relaxed) == me {
+            panic!(
+                "aspace-rcu: {what} called by a thread that is an online qsbr reader of the same \
+                 domain (it waits for itself); go offline() first"
+            );
         }
     }
 }

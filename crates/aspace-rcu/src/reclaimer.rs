@@ -21,6 +21,23 @@
 //! `completed` reaches it; `pending()` is `queued - completed`.
 //!
 //! A panicking callback is caught and counted (`Stats::callback_panics`); the reclaimer goes on.
+//! Its panic payload is dropped inside a `catch_unwind` of its own (a payload whose `Drop`
+//! panics again is forgotten, not dropped), so no callback can unwind the reclaimer thread.
+//!
+//! `batch_delay` too long to add to `Instant::now()` (e.g. `Duration::MAX`) means *no timer*:
+//! batches start by size only (`batch_size`), and `barrier()` and the domain's drop still run
+//! whatever is queued at once.
+//!
+//! # If the reclaimer dies anyway
+//!
+//! It should not (callbacks cannot unwind it, and the queue's mutexes ignore poisoning), but a
+//! bug or a debug-build misuse check inside its grace period could still end it. Then a guard
+//! on its stack puts the batch it had taken but not run back at the head of the queue, marks the
+//! queue `died` and wakes every `barrier()` waiter: from then on `barrier()` and every new
+//! `call()`/`defer_*()` panic ("the domain's reclaimer thread died") instead of waiting forever
+//! or queueing work nobody will run, and the last handle's drop, finding the failed `join()`,
+//! runs what is queued itself (after a grace period: no reader is left by then) and then panics
+//! with the reclaimer's panic message, so nothing leaks silently.
 //!
 //! # Lifetime
 //!
@@ -135,6 +152,9 @@ struct State {
     /// Threads blocked in `barrier()`.
     barrier_waiters: usize,
     shutdown: bool,
+    /// The reclaimer thread unwound (see "If the reclaimer dies anyway"): nothing queued will
+    /// run until the last handle's drop runs it.
+    died: bool,
 }
 
 /// The callback queue of one domain.
@@ -160,6 +180,7 @@ impl Queue {
                 urgent: false,
                 barrier_waiters: 0,
                 shutdown: false,
+                died: false,
             }),
             work: Condvar::new(),
             done: Condvar::new(),
@@ -172,6 +193,12 @@ impl Queue {
     #[inline]
     pub(crate) fn push(&self, entry: Entry) {
         let mut st = self.state.lock();
+        if st.died {
+            drop(st);
+            // `entry` is leaked (an `Entry` has no `Drop`): running it without a grace period
+            // would free early, and nobody is left to run it after one.
+            reclaimer_died("call()/defer_*()");
+        }
         st.entries.push(entry);
         st.queued += 1;
         let wake = match st.phase {
@@ -194,9 +221,13 @@ impl Queue {
         (st.queued - st.completed) as usize
     }
 
-    /// Waits until every entry queued before the call has run (threaded reclaimer).
+    /// Waits until every entry queued before the call has run (threaded reclaimer). Panics if
+    /// the reclaimer thread died. `waiting` runs (without the queue lock) before the wait and
+    /// then every [`SELF_WAIT_CHECK_EVERY`] while it lasts (debug builds), with the time waited
+    /// so far: the caller's self-deadlock check, which panics to end the wait.
     #[cfg(not(loom))]
-    pub(crate) fn barrier(&self) {
+    pub(crate) fn barrier(&self, mut waiting: impl FnMut(Duration)) {
+        let started = std::time::Instant::now();
         let mut st = self.state.lock();
         let target = st.queued;
         if st.completed >= target {
@@ -207,11 +238,30 @@ impl Queue {
             st.phase = Phase::Busy;
             self.work.notify_one();
         }
-        st.barrier_waiters += 1;
-        while st.completed < target {
-            st = self.done.wait(st);
+        loop {
+            if st.died {
+                drop(st);
+                reclaimer_died("barrier()");
+            }
+            drop(st);
+            waiting(started.elapsed());
+            st = self.state.lock();
+            if st.completed >= target {
+                return;
+            }
+            if st.died {
+                continue;
+            }
+            st.barrier_waiters += 1;
+            st = match SELF_WAIT_CHECK_EVERY {
+                Some(every) => self.done.wait_timeout(st, every),
+                None => self.done.wait(st),
+            };
+            st.barrier_waiters -= 1;
+            if st.completed >= target {
+                return;
+            }
         }
-        st.barrier_waiters -= 1;
     }
 
     /// Asks the reclaimer to drain everything and exit.
@@ -239,12 +289,11 @@ impl Queue {
         // One unwind guard around the whole loop, not one per entry: after a panic the loop
         // resumes with the entry after the one that panicked.
         let mut rest = batch.drain(..);
-        while std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        while let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rest.by_ref().for_each(Entry::run);
-        }))
-        .is_err()
-        {
+        })) {
             panics += 1;
+            drop_panic_payload(payload);
         }
         drop(rest);
         // A burst must not pin a huge buffer forever.
@@ -269,10 +318,16 @@ impl Queue {
     #[cfg(not(loom))]
     pub(crate) fn run(&self, synchronize: impl Fn(), stats: &Counters) {
         use std::time::Instant;
-        let mut batch = Vec::new();
+        // Owns the taken batch, so that an unwind hands it back (see `Dying`).
+        let mut dying = Dying {
+            queue: self,
+            batch: Vec::new(),
+        };
+        let batch = &mut dying.batch;
         loop {
             let mut st = self.state.lock();
-            let mut deadline: Option<Instant> = None;
+            // `Some(None)`: the delay does not fit an `Instant` (no timer, batch by size only).
+            let mut deadline: Option<Option<Instant>> = None;
             loop {
                 if st.entries.is_empty() {
                     if st.shutdown {
@@ -288,23 +343,26 @@ impl Queue {
                     break;
                 }
                 let now = Instant::now();
-                let due = *deadline.get_or_insert(now + self.batch_delay);
-                if now >= due {
+                let due = *deadline.get_or_insert_with(|| now.checked_add(self.batch_delay));
+                if due.is_some_and(|due| now >= due) {
                     break;
                 }
                 st.phase = Phase::Gathering;
-                st = self.work.wait_timeout(st, due - now);
+                st = match due {
+                    Some(due) => self.work.wait_timeout(st, due - now),
+                    None => self.work.wait(st),
+                };
                 st.phase = Phase::Busy;
             }
-            let upto = Self::take(&mut st, &mut batch);
+            let upto = Self::take(&mut st, batch);
             drop(st);
             synchronize();
-            self.finish(&mut batch, upto, stats);
+            self.finish(batch, upto, stats);
         }
     }
 
-    /// Runs everything queued so far on the calling thread (loom builds: `barrier()` and drop).
-    #[cfg(loom)]
+    /// Runs everything queued so far on the calling thread (loom builds: `barrier()` and drop;
+    /// otherwise the last handle's drop after the reclaimer thread died).
     pub(crate) fn run_inline(&self, synchronize: impl Fn(), stats: &Counters) {
         let mut batch = Vec::new();
         loop {
@@ -318,4 +376,61 @@ impl Queue {
             self.finish(&mut batch, upto, stats);
         }
     }
+}
+
+/// Debug builds: how often a waiting `barrier()` runs its caller's self-deadlock check.
+#[cfg(not(loom))]
+const SELF_WAIT_CHECK_EVERY: Option<Duration> = if cfg!(debug_assertions) {
+    Some(Duration::from_millis(50))
+} else {
+    None
+};
+
+/// The reclaimer thread's unwind guard: if the thread unwinds (it should not; see "If the
+/// reclaimer dies anyway"), puts the batch it took but did not run back at the head of the
+/// queue, marks the queue `died` and wakes every `barrier()` waiter.
+#[cfg(not(loom))]
+struct Dying<'q> {
+    queue: &'q Queue,
+    batch: Vec<Entry>,
+}
+
+#[cfg(not(loom))]
+impl Drop for Dying<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return; // a clean shutdown: the batch is empty
+        }
+        let mut st = self.queue.state.lock();
+        // Not run: they go back in FIFO order before anything queued since. `completed` stays
+        // below them, so `pending()` and `barrier()` still count them.
+        let newer = std::mem::replace(&mut st.entries, std::mem::take(&mut self.batch));
+        st.entries.extend(newer);
+        st.died = true;
+        st.phase = Phase::Busy;
+        drop(st);
+        self.queue.done.notify_all();
+    }
+}
+
+/// Drops a callback's panic payload without letting it unwind the reclaimer: a payload whose
+/// `Drop` panics is caught here, and the second payload is forgotten (leaked) rather than
+/// dropped, since its `Drop` could panic too.
+fn drop_panic_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        drop(payload);
+    })) {
+        std::mem::forget(again);
+    }
+}
+
+/// The loud failure of every queue operation after the reclaimer thread died.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn reclaimer_died(what: &str) -> ! {
+    panic!(
+        "aspace-rcu: {what} refused: the domain's reclaimer thread died, so queued callbacks \
+         would never run (the last handle's drop runs them; the reclaimer's panic is above)"
+    );
 }

@@ -10,11 +10,19 @@ use std::thread;
 /// How a test keeps a reader "pre-existing" (memb: inside a section; qsbr: online without
 /// announcing a quiescent state), and how it lets it go.
 trait Hold: Flavor {
-    fn hold_until(reader: &Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>);
+    fn hold_until(
+        reader: &mut Reader<Self>,
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    );
 }
 
 impl Hold for Memb {
-    fn hold_until(reader: &Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+    fn hold_until(
+        reader: &mut Reader<Self>,
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    ) {
         let g = reader.read();
         entered.send(()).unwrap();
         release.recv().unwrap();
@@ -23,7 +31,11 @@ impl Hold for Memb {
 }
 
 impl Hold for Qsbr {
-    fn hold_until(reader: &Reader<Self>, entered: mpsc::Sender<()>, release: mpsc::Receiver<()>) {
+    fn hold_until(
+        reader: &mut Reader<Self>,
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    ) {
         let g = reader.read();
         entered.send(()).unwrap();
         release.recv().unwrap();
@@ -37,8 +49,8 @@ impl Hold for Qsbr {
 fn spawn_holder<F: Hold>(domain: &Domain<F>) -> (mpsc::Sender<()>, thread::JoinHandle<()>) {
     let (entered_tx, entered_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel();
-    let reader = domain.register();
-    let h = thread::spawn(move || F::hold_until(&reader, entered_tx, release_rx));
+    let mut reader = domain.register();
+    let h = thread::spawn(move || F::hold_until(&mut reader, entered_tx, release_rx));
     entered_rx.recv().unwrap();
     (release_tx, h)
 }
@@ -214,7 +226,7 @@ fn synchronize_with_idle_registered_readers_returns() {
     drop(r.read());
     memb.synchronize();
     let qsbr = Domain::<Qsbr>::new();
-    let r = qsbr.register();
+    let mut r = qsbr.register();
     r.offline();
     qsbr.synchronize();
     assert_eq!(qsbr.readers(), 1);
@@ -225,7 +237,7 @@ fn qsbr_offline_reader_does_not_block_grace_periods() {
     let domain = Domain::<Qsbr>::new();
     let (parked_tx, parked_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
-    let reader = domain.register();
+    let mut reader = domain.register();
     let t = thread::spawn(move || {
         reader.offline();
         parked_tx.send(()).unwrap();
@@ -245,7 +257,7 @@ fn qsbr_offline_reader_does_not_block_grace_periods() {
 #[test]
 fn qsbr_reader_synchronize_goes_offline_around_the_wait() {
     let domain = Domain::<Qsbr>::new();
-    let reader = domain.register();
+    let mut reader = domain.register();
     assert!(reader.is_online());
     reader.synchronize(); // Domain::synchronize() here would wait for ourselves
     assert!(reader.is_online());
@@ -313,7 +325,7 @@ fn reader_is_send_and_can_move_between_threads() {
 #[test]
 fn reader_domain_is_the_registering_domain() {
     let domain = Domain::<Qsbr>::new();
-    let reader = domain.register();
+    let mut reader = domain.register();
     reader.offline();
     reader.domain().synchronize();
     reader.online();
@@ -339,7 +351,7 @@ fn a_guard_belongs_to_its_domain_and_its_clones_only() {
 #[test]
 fn qsbr_quiescent_state_of_an_offline_reader_brings_it_online_in_every_build() {
     let domain = Domain::<Qsbr>::new();
-    let reader = domain.register();
+    let mut reader = domain.register();
     reader.offline();
     reader.quiescent_state();
     assert!(reader.is_online());
@@ -394,28 +406,20 @@ fn memb_synchronize_inside_read_section_of_another_domain_is_fine() {
 #[should_panic(expected = "online qsbr reader of the same domain")]
 fn qsbr_synchronize_from_online_reader_thread_panics_in_debug() {
     let domain = Domain::<Qsbr>::new();
-    let reader = domain.register();
+    let mut reader = domain.register();
     reader.quiescent_state();
     domain.synchronize();
 }
 
 #[cfg(debug_assertions)]
 #[test]
-#[should_panic(expected = "offline qsbr reader")]
-fn qsbr_read_while_offline_panics_in_debug() {
-    let domain = Domain::<Qsbr>::new();
-    let reader = domain.register();
-    reader.offline();
-    let _g = reader.read();
-}
-
-#[cfg(debug_assertions)]
-#[test]
 #[should_panic(expected = "inside a read section")]
-fn qsbr_quiescent_state_inside_read_section_panics_in_debug() {
+fn qsbr_quiescent_state_after_a_leaked_guard_panics_in_debug() {
+    // With a live guard this does not compile (`&mut self`, see the compile_fail doctests); a
+    // guard leaked with `mem::forget` protects nothing, but debug builds still report the leak.
     let domain = Domain::<Qsbr>::new();
-    let reader = domain.register();
-    let _g = reader.read();
+    let mut reader = domain.register();
+    std::mem::forget(reader.read());
     reader.quiescent_state();
 }
 
@@ -458,4 +462,167 @@ fn memb_fallback_reader_at_rest_after_unlock_does_not_delay_grace_periods() {
     );
     writer.join().unwrap();
     drop(reader);
+}
+
+/// Checks that `synchronize()` on another thread does not return while the caller's state holds
+/// a read section of `domain` open: a writer starts a grace period, and for a while (2000
+/// yields) it must not finish. Returns the writer's handle, still waiting.
+fn assert_synchronize_waits<F: Flavor>(domain: &Domain<F>, what: &str) -> thread::JoinHandle<()> {
+    assert_synchronize_waits_across(domain, what, || {})
+}
+
+/// [`assert_synchronize_waits`], running `during` once the writer's grace period has started.
+fn assert_synchronize_waits_across<F: Flavor>(
+    domain: &Domain<F>,
+    what: &str,
+    during: impl FnOnce(),
+) -> thread::JoinHandle<()> {
+    let done = Arc::new(AtomicBool::new(false));
+    let before = domain.stats().grace_periods;
+    let (d, dn) = (domain.clone(), done.clone());
+    let writer = thread::spawn(move || {
+        d.synchronize();
+        dn.store(true, Ordering::SeqCst);
+    });
+    wait_until(|| done.load(Ordering::SeqCst) || domain.stats().grace_periods > before);
+    during();
+    for _ in 0..2000 {
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "synchronize() returned under a live guard: {what}"
+        );
+        thread::yield_now();
+    }
+    writer
+}
+
+/// Regression (issue 17): in release builds the nested-lock path checked the nesting count only
+/// with `debug_assert!`, so 2^31 leaked guards (2^15 on 32-bit targets) carried the count into
+/// the FULL_FENCES bit, the reader's word read as idle, and `synchronize()` returned under the
+/// live guards. Now the lock that would overflow panics and the reader stays inside its section.
+/// (2^31 locks: about 3 s in release builds; skipped in debug builds.)
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "2^31 read locks take minutes in a debug build"
+)]
+fn memb_nesting_overflow_by_leaked_guards_does_not_end_the_read_section() {
+    let domain = Domain::<Memb>::new();
+    let reader = domain.register();
+    // The largest nesting count a reader word holds (below FULL_FENCES).
+    let max_nesting = (1usize << (usize::BITS / 2 - 1)) - 1;
+    for _ in 0..max_nesting {
+        std::mem::forget(reader.read());
+    }
+    let overflowing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        std::mem::forget(reader.read());
+    }));
+    let writer = assert_synchronize_waits(&domain, "after 2^31 leaked guards");
+    let msg = overflowing.expect_err("the read lock past the nesting limit must panic");
+    let msg = msg
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| msg.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(msg.contains("nested too deeply"), "{msg}");
+    // The leaked guards stall grace periods until the reader goes (release builds unregister a
+    // reader dropped inside a section quietly).
+    drop(reader);
+    writer.join().unwrap();
+}
+
+/// Regression (issue 17): `read()` on an offline qsbr reader was rejected only in debug builds;
+/// in release builds the guard protected nothing (`synchronize()` did not wait for it).
+#[test]
+fn qsbr_read_on_an_offline_reader_panics_in_every_build() {
+    let domain = Domain::<Qsbr>::new();
+    let mut reader = domain.register();
+    reader.offline();
+    let msg = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.read())) {
+        Ok(g) => {
+            let writer = assert_synchronize_waits(&domain, "a guard of an offline qsbr reader");
+            drop(g);
+            writer.join().unwrap();
+            panic!("read() on an offline qsbr reader returned a guard");
+        }
+        Err(msg) => msg,
+    };
+    let msg = msg
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| msg.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(msg.contains("offline qsbr reader"), "{msg}");
+    // The reader is still usable: online, a section, a quiescent state.
+    reader.online();
+    drop(reader.read());
+    reader.quiescent_state();
+}
+
+// Regression (issue 17): `quiescent_state()`, `offline()` and `Reader::synchronize()` while a
+// guard borrows the reader let `synchronize()` return under the live guard in release builds
+// (tests on the old code: announced under the guard, the writer returned at once). They now take
+// `&mut self`: the compile_fail doctests on `Reader<Qsbr>` and `Reader::synchronize` show the
+// borrow checker rejecting them.
+
+/// Runs `f` on a helper thread and returns its panic message; fails the test if `f` returns,
+/// or has not panicked within a liveness bound (the hazards below used to hang forever).
+#[cfg(debug_assertions)]
+fn panics_instead_of_hanging(what: &str, f: impl FnOnce() + Send + 'static) -> String {
+    let (tx, rx) = mpsc::channel::<()>();
+    let h = thread::spawn(move || {
+        let _tx = tx; // dropped when f returns or unwinds
+        f();
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what} hung with no diagnosis"),
+        _ => {
+            let payload = h.join().expect_err(what);
+            payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// Regression (issue 17): `barrier()` inside a read section waits for a grace period that
+/// waits for the caller: it hung with no diagnosis, where `synchronize()` panics in debug builds.
+#[cfg(debug_assertions)]
+#[test]
+fn memb_barrier_inside_read_section_panics_in_debug() {
+    let domain = Domain::<Memb>::new();
+    let d = domain.clone();
+    let msg = panics_instead_of_hanging("barrier() inside a read section", move || {
+        let reader = d.register();
+        let _g = reader.read();
+        d.call(|| {});
+        d.barrier();
+    });
+    assert!(
+        msg.contains("barrier() called inside a read section"),
+        "{msg}"
+    );
+    domain.barrier();
+}
+
+/// Regression (issue 17): the qsbr form of the same hazard: `barrier()` from a thread that is
+/// an online reader of the domain.
+#[cfg(debug_assertions)]
+#[test]
+fn qsbr_barrier_from_online_reader_thread_panics_in_debug() {
+    let domain = Domain::<Qsbr>::new();
+    let d = domain.clone();
+    let msg = panics_instead_of_hanging("barrier() from an online qsbr reader", move || {
+        let reader = d.register();
+        d.call(|| {});
+        d.barrier();
+        drop(reader);
+    });
+    assert!(
+        msg.contains("online qsbr reader of the same domain"),
+        "{msg}"
+    );
+    domain.barrier();
 }

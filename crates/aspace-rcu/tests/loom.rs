@@ -163,7 +163,7 @@ fn loom_qsbr_reader_never_sees_reclaimed_object_across_quiescent_states() {
     loom::model(|| {
         let domain: Domain<Qsbr> = Domain::new();
         let world = World::new();
-        let reader = domain.register();
+        let mut reader = domain.register();
         let w = world.clone();
         let t = thread::spawn(move || {
             {
@@ -186,7 +186,7 @@ fn loom_qsbr_reader_coming_online_sees_replacement_or_is_waited_for() {
     loom::model(|| {
         let domain: Domain<Qsbr> = Domain::new();
         let world = World::new();
-        let reader = domain.register();
+        let mut reader = domain.register();
         reader.offline();
         let w = world.clone();
         let t = thread::spawn(move || {
@@ -209,7 +209,7 @@ fn loom_qsbr_quiescent_state_of_an_offline_reader_comes_online_with_the_fence() 
     loom::model(|| {
         let domain: Domain<Qsbr> = Domain::new();
         let world = World::new();
-        let reader = domain.register();
+        let mut reader = domain.register();
         reader.offline();
         let w = world.clone();
         let t = thread::spawn(move || {
@@ -230,7 +230,7 @@ fn loom_qsbr_concurrent_synchronizers_sharing_a_grace_period_protect_both_update
     loom::model(|| {
         let domain: Domain<Qsbr> = Domain::new();
         let world = World::new();
-        let reader = domain.register();
+        let mut reader = domain.register();
         let (w1, w2) = (world.clone(), world.clone());
         let d2 = domain.clone();
         let r = thread::spawn(move || {

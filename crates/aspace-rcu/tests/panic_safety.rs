@@ -51,7 +51,7 @@ fn config() -> DomainConfig {
 /// panics are counted, and everything queued is run by `barrier()`.
 /// `quiesce` lets the reader stop holding up grace periods once its guard is gone (qsbr:
 /// offline; memb: nothing).
-fn panicking_callbacks_free_nothing_early<F: Flavor>(quiesce: fn(&Reader<F>)) {
+fn panicking_callbacks_free_nothing_early<F: Flavor>(quiesce: fn(&mut Reader<F>)) {
     let domain: Domain<F> = Domain::with_config(config());
     let drops = Arc::new(AtomicUsize::new(0));
     let panics_seen = Arc::new(AtomicUsize::new(0));
@@ -59,7 +59,7 @@ fn panicking_callbacks_free_nothing_early<F: Flavor>(quiesce: fn(&Reader<F>)) {
         word: AtomicU64::new(ALIVE),
         drops: drops.clone(),
     })));
-    let reader = domain.register();
+    let mut reader = domain.register();
     let guard = reader.read();
     // Acquire: the initial value (no writer yet); the reference is guard-protected.
     // SAFETY: the pointer is live until a grace period after it is swapped out below.
@@ -90,7 +90,7 @@ fn panicking_callbacks_free_nothing_early<F: Flavor>(quiesce: fn(&Reader<F>)) {
     }
     assert_eq!(drops.load(Ordering::Relaxed), 0);
     drop(guard);
-    quiesce(&reader);
+    quiesce(&mut reader);
     domain.barrier();
     assert_eq!(drops.load(Ordering::Relaxed), 1, "the canary is freed once");
     assert_eq!(

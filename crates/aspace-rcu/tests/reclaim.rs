@@ -150,7 +150,7 @@ fn reclaimer_waits_for_readers_before_running_callbacks() {
 #[test]
 fn reader_handle_keeps_domain_alive_until_it_drops() {
     let domain = Domain::<Qsbr>::with_config(lazy());
-    let reader = domain.register();
+    let mut reader = domain.register();
     drop(domain);
     let drops = Arc::new(AtomicUsize::new(0));
     reader.domain().defer_drop(Counted(drops.clone()));
@@ -206,4 +206,85 @@ fn barrier_inside_a_callback_panics_instead_of_deadlocking() {
     domain.call(move || d.barrier());
     domain.barrier();
     assert_eq!(domain.stats().callback_panics, 1);
+}
+
+/// Runs `domain.barrier()` on a helper thread and fails, instead of hanging the test, if it has
+/// not returned within a liveness bound (a barrier needs milliseconds; a dead reclaimer used to
+/// leave it waiting forever).
+fn barrier_returns<F: Flavor>(domain: &Domain<F>, what: &str) {
+    let (tx, rx) = mpsc::channel();
+    let d = domain.clone();
+    let h = thread::spawn(move || {
+        d.barrier();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(()) => h.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("barrier() hung: {what}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(h.join().expect_err("barrier() thread ended early"))
+        }
+    }
+}
+
+/// Regression (issue 17): `batch_delay: Duration::MAX` overflowed the reclaimer's `Instant`
+/// addition, the reclaimer thread died, and `barrier()` hung forever. It now means "batch by
+/// size only": a full batch still starts at once, and `barrier()` runs whatever is queued.
+#[test]
+fn batch_delay_max_batches_by_size_only_and_barrier_runs_the_rest() {
+    let domain = Domain::<Memb>::with_config(DomainConfig {
+        batch_size: 4,
+        batch_delay: Duration::MAX,
+        ..DomainConfig::default()
+    });
+    let drops = Arc::new(AtomicUsize::new(0));
+    domain.defer_drop(Counted(drops.clone()));
+    barrier_returns(&domain, "batch_delay = Duration::MAX");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    // A full batch wakes the reclaimer without a barrier.
+    for _ in 0..4 {
+        domain.defer_drop(Counted(drops.clone()));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while drops.load(Ordering::SeqCst) < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a full batch did not run with batch_delay = Duration::MAX"
+        );
+        thread::yield_now();
+    }
+    // Below batch_size nothing runs without a barrier (no timer): only the shutdown drains it.
+    domain.defer_drop(Counted(drops.clone()));
+    assert_eq!(domain.pending(), 1);
+    drop(domain);
+    assert_eq!(drops.load(Ordering::SeqCst), 6);
+}
+
+/// A panic payload whose own `Drop` panics.
+struct PayloadPanicsOnDrop;
+
+impl Drop for PayloadPanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("panic payload's drop panics (expected by the test)");
+    }
+}
+
+/// Regression (issue 17): the reclaimer dropped a callback's panic payload outside
+/// `catch_unwind`; a payload whose `Drop` panics killed the thread, and `barrier()` hung.
+#[test]
+fn callback_panic_whose_payload_panics_on_drop_does_not_kill_the_reclaimer() {
+    let domain = Domain::<Memb>::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    domain.call(|| std::panic::panic_any(PayloadPanicsOnDrop));
+    domain.defer_drop(Counted(drops.clone()));
+    barrier_returns(
+        &domain,
+        "after a callback whose panic payload panics on drop",
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(domain.stats().callback_panics, 1);
+    // The reclaimer is alive: later callbacks run too.
+    domain.defer_drop(Counted(drops.clone()));
+    barrier_returns(&domain, "second barrier");
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
 }

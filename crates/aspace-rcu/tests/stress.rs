@@ -77,24 +77,24 @@ struct SendPtr(*mut Obj);
 unsafe impl Send for SendPtr {}
 
 trait ReadLoop: Flavor {
-    fn after_section(reader: &Reader<Self>, iteration: usize);
-    fn finish(reader: &Reader<Self>);
+    fn after_section(reader: &mut Reader<Self>, iteration: usize);
+    fn finish(reader: &mut Reader<Self>);
 }
 
 impl ReadLoop for Memb {
-    fn after_section(_: &Reader<Self>, _: usize) {}
-    fn finish(_: &Reader<Self>) {}
+    fn after_section(_: &mut Reader<Self>, _: usize) {}
+    fn finish(_: &mut Reader<Self>) {}
 }
 
 impl ReadLoop for Qsbr {
-    fn after_section(reader: &Reader<Self>, iteration: usize) {
+    fn after_section(reader: &mut Reader<Self>, iteration: usize) {
         reader.quiescent_state();
         if iteration % 64 == 0 {
             reader.offline();
             reader.online();
         }
     }
-    fn finish(reader: &Reader<Self>) {
+    fn finish(reader: &mut Reader<Self>) {
         reader.offline();
     }
 }
@@ -112,7 +112,7 @@ fn stress<F: ReadLoop>() {
 
     let readers: Vec<_> = (0..READERS)
         .map(|_| {
-            let (reader, shared, stop) = (domain.register(), shared.clone(), stop.clone());
+            let (mut reader, shared, stop) = (domain.register(), shared.clone(), stop.clone());
             thread::spawn(move || {
                 let mut sections = 0usize;
                 while !stop.load(Ordering::Relaxed) {
@@ -129,10 +129,10 @@ fn stress<F: ReadLoop>() {
                             assert_eq!(Obj::validate(p), id, "object changed under a reader");
                         }
                     }
-                    F::after_section(&reader, sections);
+                    F::after_section(&mut reader, sections);
                     sections += 1;
                 }
-                F::finish(&reader);
+                F::finish(&mut reader);
                 sections
             })
         })

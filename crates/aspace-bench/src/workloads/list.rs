@@ -11,13 +11,15 @@
 //! publication; a reader that loaded the old head still walks a valid list.
 //!
 //! Invariants: the list always has at least one node; nodes reachable from `head` are alive; a
-//! node unlinked by `replace_head` is freed only by the caller's deferred reclamation, after every
-//! reader that could see it has left its read section. Updaters are serialised by an update lock
+//! node unlinked by `replace_head` is freed only by the caller's deferred reclamation through the
+//! list's domain, after every reader that could see it has left its read section. `RcuList::sum`
+//! trusts only a guard of the list's own domain (checked, as the maps' `check_guard`: a guard of
+//! another domain protects nothing, since this domain's grace periods do not wait for it). Updaters are serialised by an update lock
 //! (the thesis used a spinlock; here `parking_lot::Mutex`).
 //!
 //! Not for: anything but benchmarking read-side and update-side costs of a tiny shared list.
 
-use aspace_rcu::{Flavor, Guard, Memb, Qsbr, Reader};
+use aspace_rcu::{Domain, Flavor, Guard, Memb, Qsbr, Reader};
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -94,41 +96,67 @@ pub struct RcuNode {
 // thread, which only frees it) is sound.
 unsafe impl Send for RcuNode {}
 
-/// The list read under an `aspace_rcu` read section and updated by head replacement.
+/// The list read under an `aspace_rcu` read section of its domain and updated by head
+/// replacement.
 #[derive(Debug)]
-pub struct RcuList {
+pub struct RcuList<F: Flavor> {
     /// On its own cache line: readers load it on every traversal, and the update lock (which
     /// the updater writes twice per update) must not invalidate it a second and third time.
-    head: CachePadded<AtomicPtr<RcuNode>>,
+    /// The domain handle shares the line (it never changes), so the guard check costs no
+    /// extra miss.
+    head: CachePadded<RcuHead<F>>,
     update: Mutex<()>,
 }
 
-impl RcuList {
-    /// A list holding `1..=LIST_LEN`.
-    pub fn new() -> Self {
+/// The head pointer and the domain whose grace periods protect the nodes it reaches.
+#[derive(Debug)]
+struct RcuHead<F: Flavor> {
+    ptr: AtomicPtr<RcuNode>,
+    domain: Domain<F>,
+}
+
+impl<F: Flavor> RcuList<F> {
+    /// A list holding `1..=LIST_LEN`, read under guards of `domain` (and whose unlinked nodes
+    /// the caller retires through it).
+    pub fn new(domain: &Domain<F>) -> Self {
         let mut next: *const RcuNode = std::ptr::null();
         for value in (1..=LIST_LEN).rev() {
             next = Box::into_raw(Box::new(RcuNode { value, next }));
         }
         RcuList {
-            head: CachePadded::new(AtomicPtr::new(next as *mut RcuNode)),
+            head: CachePadded::new(RcuHead {
+                ptr: AtomicPtr::new(next as *mut RcuNode),
+                domain: domain.clone(),
+            }),
             update: Mutex::new(()),
         }
     }
 
-    /// Sum of all values, inside the read section proven by `_guard`.
+    /// The domain the list's readers and reclamation use.
+    pub fn domain(&self) -> &Domain<F> {
+        &self.head.domain
+    }
+
+    /// Sum of all values, inside the read section proven by `guard`.
+    ///
+    /// # Panics
+    /// If `guard` belongs to another domain than the list's: it would protect nothing here.
     #[inline]
-    pub fn sum<F: Flavor>(&self, _guard: &Guard<'_, F>) -> u64 {
+    pub fn sum(&self, guard: &Guard<'_, F>) -> u64 {
         // See `PlainList::sum`.
         let this = black_box(self);
+        if !guard.belongs_to(&this.head.domain) {
+            foreign_guard();
+        }
         // Acquire: pairs with the Release store in `replace_head`, so the new node's fields are
         // visible before we read them.
-        let mut p = this.head.load(Ordering::Acquire) as *const RcuNode;
+        let mut p = this.head.ptr.load(Ordering::Acquire) as *const RcuNode;
         let mut s = 0;
         while !p.is_null() {
-            // SAFETY: `p` was reachable from `head` during this read section (the guard lives
-            // across the whole loop); a node is freed only after a grace period that begins after
-            // it was unlinked, so it outlives this section. Nodes are immutable once published.
+            // SAFETY: `p` was reachable from `head` during this read section of the list's
+            // domain (checked above; the guard lives across the whole loop); a node is freed
+            // only after a grace period of that domain that begins after it was unlinked, so it
+            // outlives this section. Nodes are immutable once published.
             let n = unsafe { &*p };
             s += n.value;
             p = n.next;
@@ -142,26 +170,31 @@ impl RcuList {
         let _serialised = self.update.lock();
         // Relaxed: only updaters store `head`, and they are serialised by `update`, whose
         // lock/unlock orders this load after the previous updater's store.
-        let old = self.head.load(Ordering::Relaxed);
+        let old = self.head.ptr.load(Ordering::Relaxed);
         // SAFETY: `old` is the current head; only updaters unlink nodes and we hold the update
         // lock, so it cannot be retired (let alone freed) while we read it.
         let next = unsafe { (*old).next };
         let new = Box::into_raw(Box::new(RcuNode { value, next }));
         // Release: publishes the new node's fields; pairs with the Acquire load in `sum`.
-        self.head.store(new, Ordering::Release);
+        self.head.ptr.store(new, Ordering::Release);
         old
     }
 }
 
-impl Default for RcuList {
-    fn default() -> Self {
-        Self::new()
-    }
+/// `RcuList::sum` was handed a guard of another domain (the maps' `check_guard` message).
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn foreign_guard() -> ! {
+    panic!(
+        "aspace-bench: the guard passed to RcuList::sum belongs to another RCU domain than the \
+         list's (register readers with list.domain())"
+    );
 }
 
-impl Drop for RcuList {
+impl<F: Flavor> Drop for RcuList<F> {
     fn drop(&mut self) {
-        let mut p = *self.head.get_mut() as *const RcuNode;
+        let mut p = *self.head.ptr.get_mut() as *const RcuNode;
         while !p.is_null() {
             // SAFETY: `&mut self` means no reader or updater is active; every node still
             // reachable from `head` was allocated by `Box::into_raw` here and was never retired
@@ -174,34 +207,35 @@ impl Drop for RcuList {
 
 /// How an RCU reader of a given flavor ends a stretch of read sections, and how it steps aside
 /// while it blocks outside the measured loop.
+/// (`&mut Reader`: the qsbr state changes cannot run while a guard borrows the reader.)
 pub trait Quiesce: Flavor + Sized {
     /// `memb`: nothing (read sections end with their guard). `qsbr`: announce a quiescent state.
-    fn quiesce(reader: &Reader<Self>);
+    fn quiesce(reader: &mut Reader<Self>);
     /// Before blocking outside any read section (e.g. in the harness' start barrier, after a
     /// setup that registered the reader): `qsbr` goes offline, so that grace periods do not
     /// wait for a thread that is asleep; `memb`: nothing (outside a section it never delays
     /// a grace period).
-    fn park(reader: &Reader<Self>);
+    fn park(reader: &mut Reader<Self>);
     /// After such a block, before the first read section: `qsbr` comes back online.
-    fn unpark(reader: &Reader<Self>);
+    fn unpark(reader: &mut Reader<Self>);
 }
 
 impl Quiesce for Memb {
     #[inline]
-    fn quiesce(_reader: &Reader<Memb>) {}
-    fn park(_reader: &Reader<Memb>) {}
-    fn unpark(_reader: &Reader<Memb>) {}
+    fn quiesce(_reader: &mut Reader<Memb>) {}
+    fn park(_reader: &mut Reader<Memb>) {}
+    fn unpark(_reader: &mut Reader<Memb>) {}
 }
 
 impl Quiesce for Qsbr {
     #[inline]
-    fn quiesce(reader: &Reader<Qsbr>) {
+    fn quiesce(reader: &mut Reader<Qsbr>) {
         reader.quiescent_state();
     }
-    fn park(reader: &Reader<Qsbr>) {
+    fn park(reader: &mut Reader<Qsbr>) {
         reader.offline();
     }
-    fn unpark(reader: &Reader<Qsbr>) {
+    fn unpark(reader: &mut Reader<Qsbr>) {
         reader.online();
     }
 }
@@ -317,7 +351,7 @@ mod tests {
     fn rcu_list_sums_replaces_its_head_and_the_old_head_is_reclaimed() {
         let domain = aspace_rcu::Domain::<Memb>::new();
         let reader = domain.register();
-        let l = RcuList::new();
+        let l = RcuList::new(&domain);
         assert_eq!(l.sum(&reader.read()), FULL);
         let old = l.replace_head(100);
         // SAFETY: `old` was just unlinked by `replace_head` and is retired once.
@@ -325,6 +359,27 @@ mod tests {
         domain.barrier();
         assert_eq!(domain.pending(), 0);
         assert_eq!(l.sum(&reader.read()), FULL - 1 + 100);
+    }
+
+    /// Regression (issue 17): `sum` trusted a guard of any domain, whose grace periods do not
+    /// wait for it (nodes retired through the list's domain could be freed under it).
+    #[test]
+    #[should_panic(expected = "belongs to another RCU domain")]
+    fn rcu_list_sum_rejects_a_guard_of_another_domain() {
+        let domain = Domain::<Memb>::new();
+        let other = Domain::<Memb>::new();
+        let l = RcuList::new(&domain);
+        let stranger = other.register();
+        l.sum(&stranger.read());
+    }
+
+    #[test]
+    fn rcu_list_sum_accepts_a_guard_of_a_clone_of_its_domain() {
+        let domain = Domain::<Qsbr>::new();
+        let l = RcuList::new(&domain);
+        let reader = domain.clone().register();
+        assert_eq!(l.sum(&reader.read()), FULL);
+        assert!(Domain::ptr_eq(l.domain(), &domain));
     }
 
     #[test]

@@ -63,13 +63,13 @@ enum Counted {
 
 fn run_flavor<F: Quiesce>(threads: usize, config: &Config) -> Sample {
     let domain = Domain::<F>::new();
-    let list = RcuList::new();
+    let list = RcuList::new(&domain);
     let timed = run_timed(threads, config.duration, None, |t| {
         // Registered in setup, then parked (qsbr: offline) while the thread blocks in the start
         // barrier: an online qsbr reader asleep there would stall the first grace periods.
         let reader = (t > 0).then(|| {
-            let r = domain.register();
-            F::park(&r);
+            let mut r = domain.register();
+            F::park(&mut r);
             r
         });
         let (domain, list) = (&domain, &list);
@@ -83,15 +83,15 @@ fn run_flavor<F: Quiesce>(threads: usize, config: &Config) -> Sample {
                 }
                 Counted::Latencies(lat)
             }
-            Some(reader) => {
-                F::unpark(&reader);
+            Some(mut reader) => {
+                F::unpark(&mut reader);
                 let mut n = 0;
                 while !stop.is_set() {
                     {
                         let g = reader.read();
                         black_box(list.sum(&g));
                     }
-                    F::quiesce(&reader);
+                    F::quiesce(&mut reader);
                     n += 1;
                 }
                 Counted::Reads(n)

@@ -83,7 +83,7 @@ trait ReadSide: Sync {
     /// One traversal inside one read-side section (or lock, or pin); returns the sum.
     fn traverse(&self, local: &Self::Local) -> u64;
     /// Called every [`QSBR_PERIOD`] traversals (`qsbr`: announce a quiescent state).
-    fn quiesce(&self, _local: &Self::Local) {}
+    fn quiesce(&self, _local: &mut Self::Local) {}
 }
 
 /// `none`: the plain list, no synchronisation at all.
@@ -99,14 +99,15 @@ impl ReadSide for PlainList {
 /// `memb` / `qsbr`: one `Reader` per thread, `reader.read()` per traversal.
 struct RcuSide<F: Quiesce> {
     domain: Domain<F>,
-    list: RcuList,
+    list: RcuList<F>,
 }
 
 impl<F: Quiesce> RcuSide<F> {
     fn new() -> Self {
+        let domain = Domain::new();
         RcuSide {
-            domain: Domain::new(),
-            list: RcuList::new(),
+            list: RcuList::new(&domain),
+            domain,
         }
     }
 }
@@ -122,7 +123,7 @@ impl<F: Quiesce> ReadSide for RcuSide<F> {
         self.list.sum(&g)
     }
     #[inline]
-    fn quiesce(&self, reader: &Reader<F>) {
+    fn quiesce(&self, reader: &mut Reader<F>) {
         F::quiesce(reader);
     }
 }
@@ -165,8 +166,8 @@ fn measure<S: ReadSide>(
     config: &Config,
 ) -> (std::time::Duration, Vec<u64>) {
     let t = run_timed(threads, config.duration, None, |_| {
-        let local = side.local();
-        move |stop: &Stop| read_loop(side, &local, stop) // `local` (a reader) drops after
+        let mut local = side.local();
+        move |stop: &Stop| read_loop(side, &mut local, stop) // `local` (a reader) drops after
     });
     (t.elapsed, t.results)
 }
@@ -174,7 +175,7 @@ fn measure<S: ReadSide>(
 /// The measured loop, shared by every design: [`BATCH`] traversals between polls of the stop
 /// flag, `quiesce` every [`QSBR_PERIOD`] traversals.
 #[inline]
-fn read_loop<S: ReadSide>(side: &S, local: &S::Local, stop: &Stop) -> u64 {
+fn read_loop<S: ReadSide>(side: &S, local: &mut S::Local, stop: &Stop) -> u64 {
     let mut n = 0;
     while !stop.is_set() {
         for _ in 0..BATCH {

@@ -127,13 +127,13 @@ trait Target: Sync {
     /// Per-thread state for a thread that reads (`reads = true`) or only updates.
     fn local(&self, reads: bool) -> Self::Local;
     /// Called by the thread when the measured loop starts (after the start barrier).
-    fn start(&self, _local: &Self::Local) {}
+    fn start(&self, _local: &mut Self::Local) {}
     /// One traversal; returns the sum.
     fn read(&self, local: &Self::Local) -> u64;
     /// One head replacement.
     fn update(&self, local: &Self::Local, value: u64);
     /// Called every [`QSBR_PERIOD`] operations.
-    fn quiesce(&self, _local: &Self::Local) {}
+    fn quiesce(&self, _local: &mut Self::Local) {}
     /// Deferred callbacks not yet run, for designs that can tell.
     fn pending(&self) -> Option<usize> {
         None
@@ -145,14 +145,15 @@ trait Target: Sync {
 /// An `aspace_rcu` domain of flavor `F` and its list.
 struct RcuTarget<F: Quiesce> {
     domain: Domain<F>,
-    list: RcuList,
+    list: RcuList<F>,
 }
 
 impl<F: Quiesce> RcuTarget<F> {
     fn new() -> Self {
+        let domain = Domain::new();
         RcuTarget {
-            domain: Domain::new(),
-            list: RcuList::new(),
+            list: RcuList::new(&domain),
+            domain,
         }
     }
 }
@@ -163,12 +164,12 @@ impl<F: Quiesce> Target for RcuTarget<F> {
         // Parked (qsbr: offline) until `start`: an online qsbr reader asleep in the start
         // barrier would stall the reclaimer's first grace periods.
         reads.then(|| {
-            let r = self.domain.register();
-            F::park(&r);
+            let mut r = self.domain.register();
+            F::park(&mut r);
             r
         })
     }
-    fn start(&self, local: &Self::Local) {
+    fn start(&self, local: &mut Self::Local) {
         if let Some(r) = local {
             F::unpark(r);
         }
@@ -186,7 +187,7 @@ impl<F: Quiesce> Target for RcuTarget<F> {
         // list (readers starting now cannot reach it), and only this call retires it.
         unsafe { self.domain.defer_free(old) };
     }
-    fn quiesce(&self, local: &Self::Local) {
+    fn quiesce(&self, local: &mut Self::Local) {
         if let Some(r) = local {
             F::quiesce(r);
         }
@@ -326,8 +327,8 @@ fn phase<T: Target>(
     };
     let timed = run_timed(threads, duration, sampler, |t| {
         let role = role(t);
-        let local = target.local(role != Role::Updater);
-        move |stop: &Stop| thread_body(target, &local, role, pace, t as u64, stop)
+        let mut local = target.local(role != Role::Updater);
+        move |stop: &Stop| thread_body(target, &mut local, role, pace, t as u64, stop)
     });
     target.finish();
     Phase {
@@ -340,7 +341,7 @@ fn phase<T: Target>(
 /// The measured loop of one thread.
 fn thread_body<T: Target>(
     target: &T,
-    local: &T::Local,
+    local: &mut T::Local,
     role: Role,
     pace: Option<Duration>,
     seed: u64,
