@@ -170,6 +170,16 @@ impl FramePool {
         self.memory.base().wrapping_add(offset)
     }
 
+    /// Runs `f` while this thread holds both locks of the pool (the global free list, then the
+    /// caches' registry, the order `drain` takes them in), for the fork test
+    /// (`AddressSpace::hold_pool_locks_for_testing`).
+    #[cfg(not(loom))]
+    pub(crate) fn with_locks_held<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _free = self.free.lock();
+        let _caches = self.caches.lock();
+        f()
+    }
+
     /// Claims up to `n` never-used frames from the high-water index.
     fn bump(&self, n: usize) -> std::ops::Range<u32> {
         // Relaxed: `next` only hands out distinct indices (the RMW guarantees uniqueness); the
