@@ -64,8 +64,8 @@ impl Builder {
     /// Creates the address space: reserves the frame memory and sets up the design.
     ///
     /// # Errors
-    /// [`VmError::InvalidArgument`] for a bad configuration; [`VmError::OutOfMemory`] when the
-    /// frame reservation itself fails.
+    /// [`VmError::BadConfig`] for a value out of its range (before allocating anything);
+    /// [`VmError::OutOfMemory`] when the frame reservation itself fails.
     pub fn build(self) -> Result<AddressSpace, VmError> {
         let policy = self.policy();
         let config = self.validated()?;
