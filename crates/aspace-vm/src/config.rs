@@ -186,7 +186,8 @@ impl Config {
                 "in 4096..=17_592_186_040_320 (1 to 2^32 - 1 frames)",
             );
         }
-        if self.max_addr % PAGE_SIZE != 0 || !(PAGE_SIZE..=Self::MAX_ADDR_LIMIT).contains(&self.max_addr)
+        if self.max_addr % PAGE_SIZE != 0
+            || !(PAGE_SIZE..=Self::MAX_ADDR_LIMIT).contains(&self.max_addr)
         {
             return bad(
                 ConfigField::MaxAddr,
@@ -209,11 +210,7 @@ impl Config {
             );
         }
         if !(1..=Self::MAX_CORES).contains(&self.max_cores) {
-            return bad(
-                ConfigField::MaxCores,
-                wide(self.max_cores),
-                "in 1..=8192",
-            );
+            return bad(ConfigField::MaxCores, wide(self.max_cores), "in 1..=8192");
         }
         if !self.tlb_entries.is_power_of_two() || self.tlb_entries > Self::MAX_TLB_ENTRIES {
             return bad(
@@ -245,7 +242,9 @@ impl Config {
             if base % PAGE_SIZE != 0 || base < self.min_addr {
                 return bad(ConfigField::ArenaBase, base, INSIDE);
             }
-            let end = wide(count).checked_mul(size).and_then(|l| l.checked_add(base));
+            let end = wide(count)
+                .checked_mul(size)
+                .and_then(|l| l.checked_add(base));
             match end {
                 Some(end) if end <= self.max_addr => {}
                 // The end, or `u64::MAX` when it overflows.

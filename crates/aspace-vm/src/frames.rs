@@ -531,7 +531,9 @@ mod tests {
         // checks, the `ci` profile; a wrapped threshold in release).
         let pool = FramePool::new(64 * PAGE_SIZE, usize::MAX).unwrap();
         let mut cache = FrameCache::new();
-        let frames: Vec<Frame> = (0..64).map(|_| cache.alloc(&pool).expect("frame")).collect();
+        let frames: Vec<Frame> = (0..64)
+            .map(|_| cache.alloc(&pool).expect("frame"))
+            .collect();
         assert_eq!(cache.alloc(&pool), None);
         assert_eq!(pool.in_use(), 64);
         for f in frames {

@@ -5,8 +5,8 @@
 #![cfg(not(loom))]
 
 use aspace_vm::{
-    Access, AddressSpace, Advice, Arenas, Config, ConfigField, Design, Fault, Limit, MapFlags, Prot,
-    VmError, PAGE_SIZE,
+    Access, AddressSpace, Advice, Arenas, Config, ConfigField, Design, Fault, Limit, MapFlags,
+    Prot, VmError, PAGE_SIZE,
 };
 
 const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
@@ -386,14 +386,26 @@ fn every_builder_value_is_accepted_at_its_bounds_and_refused_past_them_with_einv
     }
     let over = Config::MAX_MEMORY + 1;
     refused(AddressSpace::builder().memory(over), F::Memory, over);
-    refused(AddressSpace::builder().memory(u64::MAX), F::Memory, u64::MAX);
+    refused(
+        AddressSpace::builder().memory(u64::MAX),
+        F::Memory,
+        u64::MAX,
+    );
 
     // address_range: multiples of 4096, min_addr < max_addr <= 2^48.
     accepted(small().address_range(0, 1 << 48));
     accepted(small().address_range((1 << 48) - 2 * P, (1 << 48) - P));
-    refused(small().address_range(0, (1 << 48) + P), F::MaxAddr, (1 << 48) + P);
-    refused(small().address_range(0, u64::MAX & !(P - 1)), F::MaxAddr, u64::MAX & !(P - 1));
-    refused(small().address_range(0, (1 << 40) + 1), F::MaxAddr, (1 << 40) + 1);
+    refused(
+        small().address_range(0, (1 << 48) + P),
+        F::MaxAddr,
+        (1 << 48) + P,
+    );
+    refused(small().address_range(0, !(P - 1)), F::MaxAddr, !(P - 1));
+    refused(
+        small().address_range(0, (1 << 40) + 1),
+        F::MaxAddr,
+        (1 << 40) + 1,
+    );
     refused(small().address_range(P, P), F::MinAddr, P);
     refused(small().address_range(1, 1 << 40), F::MinAddr, 1);
 
@@ -454,10 +466,14 @@ fn every_builder_value_is_accepted_at_its_bounds_and_refused_past_them_with_einv
     refused(arenas(1, P, lo - P), F::ArenaBase, lo - P);
     refused(arenas(1, P, lo + 1), F::ArenaBase, lo + 1);
     refused(arenas(1, hi - lo + P, lo), F::ArenaBase, hi + P);
-    refused(arenas(8192, u64::MAX & !(P - 1), lo), F::ArenaBase, u64::MAX);
+    refused(arenas(8192, !(P - 1), lo), F::ArenaBase, u64::MAX);
     // The layout is checked whatever the design.
     refused(
-        small().arenas(Arenas::Layout { count: 0, size: P, base: 1 << 16 }),
+        small().arenas(Arenas::Layout {
+            count: 0,
+            size: P,
+            base: 1 << 16,
+        }),
         F::ArenaCount,
         0,
     );

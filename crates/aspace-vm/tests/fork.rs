@@ -183,9 +183,9 @@ fn a_forked_childs_drop_of_handle_and_space_takes_no_lock_a_parent_thread_held()
     let (held_tx, held_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let status = std::thread::scope(|s| {
-        let space = &space;
+        let shared = &space;
         let locker = s.spawn(move || {
-            space.hold_pool_locks_for_testing(|| {
+            shared.hold_pool_locks_for_testing(|| {
                 held_tx.send(()).unwrap();
                 // Holds the locks until the parent has seen the child end (or killed it).
                 release_rx.recv().unwrap();
