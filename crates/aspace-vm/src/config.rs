@@ -6,8 +6,16 @@
 //! the page at `2^47 - 8192` succeeds, of the page at `2^47 - 4096` is `ENOMEM`), starting at
 //! `mmap_min_addr` 64 KiB) and are otherwise sized for tests and benchmarks (256 MiB of
 //! frames, a 64-entry soft TLB per core).
+//!
+//! Every value has a stated range, documented on its [`Builder`] method and checked by
+//! [`Config::validate`] before `build` allocates anything; a value outside it is
+//! [`VmError::BadConfig`] (`EINVAL`). The upper bounds keep every size the space allocates from
+//! its configuration (per-core slots, soft TLBs, frame batches, arena separators) small enough
+//! to allocate; the frame pool's arithmetic does not rely on them (it is overflow-safe for any
+//! batch, `frames.rs`).
 
-use crate::error::VmError;
+use crate::error::{ConfigField, VmError};
+use crate::page_table::VA_BITS;
 use crate::shootdown::ShootdownPolicy;
 use crate::types::PAGE_SIZE;
 
@@ -139,52 +147,108 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Checks the configuration.
+    /// The most `memory`: 2^32 - 1 frames (16 TiB - 4 KiB), as many as a 32-bit frame index
+    /// (the page-table entry format) names.
+    pub const MAX_MEMORY: u64 = u32::MAX as u64 * PAGE_SIZE;
+    /// The highest `max_addr`: 2^48, the end of what the four-level page tables translate.
+    pub const MAX_ADDR_LIMIT: u64 = 1 << VA_BITS;
+    /// The most `max_map_count`: 2^31 - 1 (Linux's `vm.max_map_count` is an `int`).
+    pub const MAX_MAP_COUNT: usize = i32::MAX as usize;
+    /// The most `max_cores`: 8192 (the largest `NR_CPUS` of x86-64 Linux, `CONFIG_MAXSMP`).
+    pub const MAX_CORES: usize = 8192;
+    /// The most `tlb_entries`: 2^16 per core (a soft TLB of 1.5 MiB; hardware TLBs hold a few
+    /// thousand entries).
+    pub const MAX_TLB_ENTRIES: usize = 1 << 16;
+    /// The most `frame_batch`: 2^16 frames (256 MiB) moved at once.
+    pub const MAX_FRAME_BATCH: usize = 1 << 16;
+    /// The most arenas of an [`Arenas::Layout`]: [`Config::MAX_CORES`] (a core uses arena
+    /// `core % count`).
+    pub const MAX_ARENAS: usize = Config::MAX_CORES;
+
+    /// Checks the configuration: every value within the range its [`Builder`] method states.
     ///
     /// # Errors
-    /// [`VmError::InvalidArgument`] naming the first bad field.
+    /// [`VmError::BadConfig`] (`EINVAL`) naming the first value out of range.
     pub fn validate(&self) -> Result<(), VmError> {
-        if self.memory < PAGE_SIZE {
-            return Err(VmError::InvalidArgument(
-                "memory must hold at least one frame",
-            ));
+        fn bad(field: ConfigField, value: u64, expected: &'static str) -> Result<(), VmError> {
+            Err(VmError::BadConfig {
+                field,
+                value,
+                expected,
+            })
         }
-        if self.min_addr % PAGE_SIZE != 0 || self.max_addr % PAGE_SIZE != 0 {
-            return Err(VmError::InvalidArgument(
-                "address bounds must be page aligned",
-            ));
+        // `usize` is at most 64 bits on every supported target.
+        let wide = |n: usize| n as u64;
+        if !(PAGE_SIZE..=Self::MAX_MEMORY).contains(&self.memory) {
+            return bad(
+                ConfigField::Memory,
+                self.memory,
+                "in 4096..=17_592_186_040_320 (1 to 2^32 - 1 frames)",
+            );
         }
-        if self.min_addr >= self.max_addr || self.max_addr > 1 << 57 {
-            return Err(VmError::InvalidArgument(
-                "need min_addr < max_addr <= 2^57 (five-level x86-64 at most)",
-            ));
+        if self.max_addr % PAGE_SIZE != 0
+            || !(PAGE_SIZE..=Self::MAX_ADDR_LIMIT).contains(&self.max_addr)
+        {
+            return bad(
+                ConfigField::MaxAddr,
+                self.max_addr,
+                "a multiple of 4096 in 4096..=2^48",
+            );
         }
-        if self.max_map_count == 0 || self.max_cores == 0 {
-            return Err(VmError::InvalidArgument(
-                "max_map_count and max_cores must be > 0",
-            ));
+        if self.min_addr % PAGE_SIZE != 0 || self.min_addr >= self.max_addr {
+            return bad(
+                ConfigField::MinAddr,
+                self.min_addr,
+                "a multiple of 4096 below max_addr",
+            );
         }
-        if !self.tlb_entries.is_power_of_two() {
-            return Err(VmError::InvalidArgument(
-                "tlb_entries must be a power of two",
-            ));
+        if !(1..=Self::MAX_MAP_COUNT).contains(&self.max_map_count) {
+            return bad(
+                ConfigField::MaxMapCount,
+                wide(self.max_map_count),
+                "in 1..=2_147_483_647",
+            );
         }
-        if self.frame_batch == 0 {
-            return Err(VmError::InvalidArgument("frame_batch must be > 0"));
+        if !(1..=Self::MAX_CORES).contains(&self.max_cores) {
+            return bad(ConfigField::MaxCores, wide(self.max_cores), "in 1..=8192");
+        }
+        if !self.tlb_entries.is_power_of_two() || self.tlb_entries > Self::MAX_TLB_ENTRIES {
+            return bad(
+                ConfigField::TlbEntries,
+                wide(self.tlb_entries),
+                "a power of two in 1..=65536",
+            );
+        }
+        if !(1..=Self::MAX_FRAME_BATCH).contains(&self.frame_batch) {
+            return bad(
+                ConfigField::FrameBatch,
+                wide(self.frame_batch),
+                "in 1..=65536",
+            );
         }
         if let Arenas::Layout { count, size, base } = self.arenas {
-            let end = (count as u64)
+            if !(1..=Self::MAX_ARENAS).contains(&count) {
+                return bad(ConfigField::ArenaCount, wide(count), "in 1..=8192");
+            }
+            if size == 0 || size % PAGE_SIZE != 0 {
+                return bad(
+                    ConfigField::ArenaSize,
+                    size,
+                    "a multiple of 4096, at least 4096",
+                );
+            }
+            const INSIDE: &str =
+                "a multiple of 4096 with [base, base + count * size) inside [min_addr, max_addr)";
+            if base % PAGE_SIZE != 0 || base < self.min_addr {
+                return bad(ConfigField::ArenaBase, base, INSIDE);
+            }
+            let end = wide(count)
                 .checked_mul(size)
                 .and_then(|l| l.checked_add(base));
-            if count == 0 || size < PAGE_SIZE || size % PAGE_SIZE != 0 || base % PAGE_SIZE != 0 {
-                return Err(VmError::InvalidArgument(
-                    "arenas need count >= 1 and a page-aligned base and size of at least a page",
-                ));
-            }
-            if base < self.min_addr || end.is_none_or(|e| e > self.max_addr) {
-                return Err(VmError::InvalidArgument(
-                    "arenas must lie inside [min_addr, max_addr)",
-                ));
+            match end {
+                Some(end) if end <= self.max_addr => {}
+                // The end, or `u64::MAX` when it overflows.
+                end => return bad(ConfigField::ArenaBase, end.unwrap_or(u64::MAX), INSIDE),
             }
         }
         Ok(())
@@ -206,13 +270,21 @@ impl Builder {
         self
     }
 
-    /// Bytes of real memory for frames (default 256 MiB).
+    /// Bytes of real memory for frames (default 256 MiB), rounded down to whole frames.
+    ///
+    /// Range: `4096..=`[`Config::MAX_MEMORY`] (1 to 2^32 - 1 frames); `build` refuses a value
+    /// outside it with [`VmError::BadConfig`] (`EINVAL`), and fails with
+    /// [`VmError::OutOfMemory`] when the kernel refuses the `MAP_NORESERVE` reservation.
     pub fn memory(mut self, bytes: u64) -> Self {
         self.config.memory = bytes;
         self
     }
 
     /// The mappable address range `[min_addr, max_addr)` (default `[64 KiB, 2^47 - 4096)`).
+    ///
+    /// Range: both multiples of 4096 with `min_addr < max_addr <=`
+    /// [`Config::MAX_ADDR_LIMIT`] (2^48, the four-level page tables' reach); `build` refuses
+    /// others with [`VmError::BadConfig`] (`EINVAL`).
     pub fn address_range(mut self, min_addr: u64, max_addr: u64) -> Self {
         self.config.min_addr = min_addr;
         self.config.max_addr = max_addr;
@@ -220,30 +292,48 @@ impl Builder {
     }
 
     /// Most regions at once (default 65,530).
+    ///
+    /// Range: `1..=`[`Config::MAX_MAP_COUNT`] (2^31 - 1, Linux's `int` sysctl); `build`
+    /// refuses others with [`VmError::BadConfig`] (`EINVAL`).
     pub fn max_map_count(mut self, n: usize) -> Self {
         self.config.max_map_count = n;
         self
     }
 
     /// Most cores attached at once (default 256).
+    ///
+    /// Range: `1..=`[`Config::MAX_CORES`] (8192); `build` refuses others with
+    /// [`VmError::BadConfig`] (`EINVAL`). The space allocates a few cache lines per core
+    /// slot at `build`.
     pub fn max_cores(mut self, n: usize) -> Self {
         self.config.max_cores = n;
         self
     }
 
-    /// Entries per soft TLB (default 64, a power of two).
+    /// Entries per soft TLB (default 64).
+    ///
+    /// Range: a power of two in `1..=`[`Config::MAX_TLB_ENTRIES`] (65,536); `build` refuses
+    /// others with [`VmError::BadConfig`] (`EINVAL`). Each `attach` allocates the TLB.
     pub fn tlb_entries(mut self, n: usize) -> Self {
         self.config.tlb_entries = n;
         self
     }
 
     /// Frames moved between a core's cache and the global pool at once (default 64).
+    ///
+    /// Range: `1..=`[`Config::MAX_FRAME_BATCH`] (65,536); `build` refuses others with
+    /// [`VmError::BadConfig`] (`EINVAL`).
     pub fn frame_batch(mut self, n: usize) -> Self {
         self.config.frame_batch = n;
         self
     }
 
     /// The `interval` design's per-core arenas (default [`Arenas::Auto`]).
+    ///
+    /// Range of an [`Arenas::Layout`]: `count` in `1..=`[`Config::MAX_ARENAS`] (8192), `size`
+    /// a multiple of 4096 (at least one page), `base` a multiple of 4096 and the whole
+    /// `[base, base + count * size)` inside the address range; `build` refuses others with
+    /// [`VmError::BadConfig`] (`EINVAL`), whatever the design.
     pub fn arenas(mut self, arenas: Arenas) -> Self {
         self.config.arenas = arenas;
         self
@@ -284,7 +374,7 @@ impl Builder {
     /// The configuration, validated (`Builder::build`, in `space.rs`, makes the space of it).
     ///
     /// # Errors
-    /// [`VmError::InvalidArgument`] for a bad configuration.
+    /// [`VmError::BadConfig`] for a value out of its range.
     pub(crate) fn validated(self) -> Result<Config, VmError> {
         self.config.validate()?;
         Ok(self.config)

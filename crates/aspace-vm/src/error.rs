@@ -24,6 +24,33 @@ pub enum Limit {
     Memory,
 }
 
+/// A configuration value of [`crate::Builder`] (and the [`crate::Config`] field of the same name)
+/// that [`VmError::BadConfig`] refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigField {
+    /// `memory` (`Builder::memory`).
+    Memory,
+    /// `min_addr` (`Builder::address_range`).
+    MinAddr,
+    /// `max_addr` (`Builder::address_range`).
+    MaxAddr,
+    /// `max_map_count` (`Builder::max_map_count`).
+    MaxMapCount,
+    /// `max_cores` (`Builder::max_cores`).
+    MaxCores,
+    /// `tlb_entries` (`Builder::tlb_entries`).
+    TlbEntries,
+    /// `frame_batch` (`Builder::frame_batch`).
+    FrameBatch,
+    /// `Arenas::Layout`'s `count` (`Builder::arenas`).
+    ArenaCount,
+    /// `Arenas::Layout`'s `size` (`Builder::arenas`).
+    ArenaSize,
+    /// `Arenas::Layout`'s `base` (`Builder::arenas`).
+    ArenaBase,
+}
+
 /// A failed system call of the address space.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum VmError {
@@ -61,6 +88,18 @@ pub enum VmError {
     /// `2^64 - 4095`).
     #[error("MAP_FIXED address {0:#x} lies in the top page, which Linux returns as an error code")]
     TopPageAddress(u64),
+    /// `EINVAL`: a configuration value outside the range its [`crate::Builder`] method states;
+    /// `build` refused it before allocating anything.
+    #[error("configuration value {field:?} = {value} is not {expected}")]
+    BadConfig {
+        /// The value.
+        field: ConfigField,
+        /// What was given (for `ArenaBase`, the end `base + count * size` when that is what
+        /// lies out of range).
+        value: u64,
+        /// The stated range.
+        expected: &'static str,
+    },
 }
 
 impl VmError {
@@ -76,6 +115,7 @@ impl VmError {
             VmError::TooManyCores(_) => libc::EAGAIN,
             VmError::ForkedChild => libc::ENOTRECOVERABLE,
             VmError::TopPageAddress(addr) => addr.wrapping_neg() as i32,
+            VmError::BadConfig { .. } => libc::EINVAL,
         }
     }
 }

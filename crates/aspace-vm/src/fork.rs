@@ -8,8 +8,8 @@
 //! space records the process's *fork generation* when built, a `pthread_atfork` child handler
 //! (registered once per process) bumps the generation, and every public entry point compares
 //! the two (one `Relaxed` load of a shared, almost never written word). Dropping such a space
-//! (or a core handle) in the child leaks it rather than touching its locks or joining a thread
-//! that does not exist. The child may build new spaces of its own.
+//! (or a core handle: its whole core, caches and RCU reader included) in the child leaks it
+//! rather than touching its locks or joining a thread that does not exist. The child may build new spaces of its own.
 //!
 //! Not for: making a space usable across a fork (a child gets no copy of the parent's space).
 

@@ -14,7 +14,8 @@
 //! pops the most recently freed frame (LIFO, so it is likely still in the CPU cache), `free`
 //! pushes. An empty cache refills `batch` frames at once, from the global free list first and
 //! then from the high-water index; a cache that reaches `2 * batch` frames returns its `batch`
-//! oldest to the global list. The global lock is therefore taken once per `batch` operations.
+//! oldest to the global list. (Both are overflow-safe for any `batch`: the threshold saturates
+//! and a claim never moves the high-water index past the capacity.) The global lock is therefore taken once per `batch` operations.
 //!
 //! **Zeroing happens on free**: `FrameCache::free` zeroes the frame before it enters any free
 //! list, so every free frame (cached, global, or never used) reads as zero and `alloc` never
@@ -98,8 +99,10 @@ pub(crate) struct FramePool {
     capacity: u64,
     /// Frames moved between a cache and the global list at once.
     batch: usize,
-    /// Frames `next..capacity` were never handed out (may exceed `capacity` transiently: see
-    /// `bump`).
+    /// A cache holding this many frames spills `batch` of them: `2 * batch`, saturated (any
+    /// `batch` is accepted here; `Config` bounds the configured one).
+    spill_at: usize,
+    /// Frames `next..capacity` were never handed out; never above `capacity` (`bump`).
     next: CachePadded<AtomicU64>,
     /// Used frames given back (all zeroed).
     free: CachePadded<Mutex<Vec<Frame>>>,
@@ -121,7 +124,8 @@ impl std::fmt::Debug for FramePool {
 
 impl FramePool {
     /// A pool of `memory / 4096` frames (rounded down), moving `batch` frames at a time between
-    /// caches and the global list (`batch` 0 is treated as 1).
+    /// caches and the global list (`batch` 0 is treated as 1; any larger value is safe: the
+    /// arithmetic that depends on it saturates or is bounded by the capacity).
     ///
     /// # Errors
     /// [`VmError::OutOfMemory`]`(`[`Limit::Frames`]`)` when the reservation fails, when `memory`
@@ -138,6 +142,7 @@ impl FramePool {
             memory,
             capacity,
             batch: batch.max(1),
+            spill_at: batch.max(1).saturating_mul(2),
             next: CachePadded::new(AtomicU64::new(0)),
             free: CachePadded::new(Mutex::new(Vec::new())),
             caches: Mutex::new(Vec::new()),
@@ -170,18 +175,43 @@ impl FramePool {
         self.memory.base().wrapping_add(offset)
     }
 
+    /// Runs `f` while this thread holds both locks of the pool (the global free list, then the
+    /// caches' registry, the order `drain` takes them in), for the fork test
+    /// (`AddressSpace::hold_pool_locks_for_testing`).
+    #[cfg(not(loom))]
+    pub(crate) fn with_locks_held<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _free = self.free.lock();
+        let _caches = self.caches.lock();
+        f()
+    }
+
     /// Claims up to `n` never-used frames from the high-water index.
+    ///
+    /// A compare-and-swap that never moves `next` past `capacity`, whatever `n`: a `fetch_add`
+    /// of `n` overshoots by up to `n` per concurrent refill, and with a batch of 2^62 four
+    /// refills that all passed the capacity check wrapped the counter to 0 and handed the same
+    /// frames out again. The refill path is cold (once per `batch` allocations), so the CAS
+    /// costs nothing measurable.
     fn bump(&self, n: usize) -> std::ops::Range<u32> {
-        // Relaxed: `next` only hands out distinct indices (the RMW guarantees uniqueness); the
-        // frames' contents are the kernel's zeroes and need no publication.
-        if self.next.load(Ordering::Relaxed) >= self.capacity {
-            return 0..0;
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        // Relaxed (load and CAS): `next` only hands out distinct indices (each successful CAS
+        // claims `cur..end` from the value it replaced, and the RMWs of `next` are totally
+        // ordered); the frames' contents are the kernel's zeroes and need no publication.
+        let mut cur = self.next.load(Ordering::Relaxed);
+        loop {
+            if cur >= self.capacity {
+                return 0..0;
+            }
+            // `cur < capacity <= u32::MAX`, so neither the sum nor the casts overflow.
+            let end = cur + n.min(self.capacity - cur);
+            match self
+                .next
+                .compare_exchange_weak(cur, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return cur as u32..end as u32,
+                Err(now) => cur = now,
+            }
         }
-        let start = self.next.fetch_add(n as u64, Ordering::Relaxed);
-        // Overshoot past `capacity` is harmless: those indices are never handed out.
-        let lo = start.min(self.capacity) as u32;
-        let hi = start.saturating_add(n as u64).min(self.capacity) as u32;
-        lo..hi
     }
 
     /// Frames never handed out yet (for tests and diagnostics).
@@ -292,7 +322,7 @@ impl FrameCache {
         zero(pool, f);
         self.frames.push(f);
         self.outstanding -= 1;
-        if self.frames.len() >= 2 * pool.batch {
+        if self.frames.len() >= pool.spill_at {
             self.spill(pool);
         }
         self.publish(pool);
@@ -493,6 +523,78 @@ mod tests {
         }
         b.drain(&pool);
         assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn a_batch_near_usize_max_allocates_and_frees_without_overflow() {
+        // `free` compared the cache with `2 * batch`, which overflows (a panic under overflow
+        // checks, the `ci` profile; a wrapped threshold in release).
+        let pool = FramePool::new(64 * PAGE_SIZE, usize::MAX).unwrap();
+        let mut cache = FrameCache::new();
+        let frames: Vec<Frame> = (0..64)
+            .map(|_| cache.alloc(&pool).expect("frame"))
+            .collect();
+        assert_eq!(cache.alloc(&pool), None);
+        assert_eq!(pool.in_use(), 64);
+        for f in frames {
+            cache.free(&pool, f);
+        }
+        assert_eq!(pool.in_use(), 0);
+        cache.drain(&pool);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn a_claim_of_a_huge_batch_never_moves_the_high_water_index_past_the_capacity() {
+        // A `fetch_add` of the batch left `next` 2^62 past the capacity after one refill; four
+        // refills that passed the capacity check together wrapped it to 0, and the next refill
+        // handed frames 0.. out a second time.
+        let pool = FramePool::new(64 * PAGE_SIZE, 1 << 62).unwrap();
+        let mut cache = FrameCache::new();
+        let f = cache.alloc(&pool).unwrap();
+        assert_eq!(pool.next.load(Ordering::Relaxed), pool.capacity());
+        assert_eq!(pool.untouched(), 0);
+        for _ in 0..4 {
+            assert_eq!(pool.bump(1 << 62), 0..0);
+            assert_eq!(pool.bump(usize::MAX), 0..0);
+        }
+        assert_eq!(pool.next.load(Ordering::Relaxed), pool.capacity());
+        cache.free(&pool, f);
+        cache.drain(&pool);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn concurrent_claims_of_huge_batches_hand_out_each_frame_once() {
+        const THREADS: usize = 4;
+        let pool = FramePool::new(64 * PAGE_SIZE, 1 << 62).unwrap();
+        let start = std::sync::Barrier::new(THREADS);
+        let claimed: Vec<std::ops::Range<u32>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let mut got = Vec::new();
+                        for _ in 0..4 {
+                            got.push(pool.bump(1 << 62));
+                        }
+                        got
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let mut seen = HashSet::new();
+        for r in claimed {
+            for i in r {
+                assert!(seen.insert(i), "frame {i} claimed twice");
+            }
+        }
+        assert_eq!(seen.len(), 64, "every frame claimed once");
+        assert_eq!(pool.next.load(Ordering::Relaxed), pool.capacity());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! cache, its shootdown slot and its RCU reader (`core_state::Core`). It is `Send` (it may move
 //! to another thread) but not `Sync` (one thread uses it at a time). Dropping it detaches the
 //! core: its frame cache is drained to the global pool, its counters folded into the space's
-//! totals, its shootdown slot released.
+//! totals, its shootdown slot released. In a forked child of the process that built the space,
+//! dropping it leaks the whole core instead and touches no lock (`fork.rs`).
 //!
 //! # The access path
 //!
@@ -42,12 +43,15 @@ use crate::semantics;
 use crate::space::{AddressSpace, Space};
 use crate::types::{Access, Advice, MapFlags, Prot, PAGE_SIZE};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// One core's handle on an [`crate::AddressSpace`].
 pub struct CoreHandle {
     space: Arc<Space>,
-    core: Core,
+    /// Dropped by hand (see `Drop`): detached then dropped in the process that built the
+    /// space, leaked whole in a forked child.
+    core: ManuallyDrop<Core>,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -74,7 +78,7 @@ impl AddressSpace {
         let core = Core::attach(&self.space.shared)?;
         Ok(CoreHandle {
             space: Arc::clone(&self.space),
-            core,
+            core: ManuallyDrop::new(core),
             _not_sync: PhantomData,
         })
     }
@@ -88,7 +92,7 @@ impl CoreHandle {
         if self.space.shared.in_forked_child() {
             return Err(VmError::ForkedChild);
         }
-        Ok((&self.space, &mut self.core))
+        Ok((&self.space, &mut *self.core))
     }
 
     /// Maps `len` bytes (rounded up to pages) like `mmap(addr, len, prot, flags, -1, 0)`:
@@ -202,7 +206,7 @@ impl CoreHandle {
         if sh.in_forked_child() {
             return Err(Fault::ForkedChild { addr });
         }
-        let core = &mut self.core;
+        let core = &mut *self.core;
         let in_page = (addr % PAGE_SIZE) as usize;
         let result = if in_page as u64 + len <= PAGE_SIZE {
             // One page: no scratch list.
@@ -286,10 +290,17 @@ impl CoreHandle {
 
 impl Drop for CoreHandle {
     fn drop(&mut self) {
-        // In a forked child the core's slots and the pool's locks belong to the parent's
-        // threads: leave them (`fork.rs`).
-        if !self.space.shared.in_forked_child() {
-            self.core.detach(&self.space.shared);
+        if self.space.shared.in_forked_child() {
+            // The core's slots and the pools' locks belong to the parent's threads, which may
+            // have held a lock at the fork: not only `detach` but the core's fields' own drops
+            // take locks (the page-table cache gives its tables to the pool's lists, the RCU
+            // reader leaves the domain's registry) or check what only `detach` ensures (the
+            // frame cache's drained assertion). So the whole core is leaked, like the space
+            // (`fork.rs`); dropping the `Arc` of the space touches no lock either.
+            return;
         }
+        self.core.detach(&self.space.shared);
+        // SAFETY: dropped once, here, and never used again (`self` is being dropped).
+        unsafe { ManuallyDrop::drop(&mut self.core) };
     }
 }

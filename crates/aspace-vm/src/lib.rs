@@ -150,7 +150,7 @@ mod tlb;
 pub mod types;
 
 pub use config::{Arenas, Builder, Config, CountLimit, Design};
-pub use error::{Fault, Limit, VmError};
+pub use error::{ConfigField, Fault, Limit, VmError};
 pub use handle::CoreHandle;
 pub use space::AddressSpace;
 pub use stats::Stats;

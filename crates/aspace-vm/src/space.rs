@@ -64,8 +64,8 @@ impl Builder {
     /// Creates the address space: reserves the frame memory and sets up the design.
     ///
     /// # Errors
-    /// [`VmError::InvalidArgument`] for a bad configuration; [`VmError::OutOfMemory`] when the
-    /// frame reservation itself fails.
+    /// [`VmError::BadConfig`] for a value out of its range (before allocating anything);
+    /// [`VmError::OutOfMemory`] when the frame reservation itself fails.
     pub fn build(self) -> Result<AddressSpace, VmError> {
         let policy = self.policy();
         let config = self.validated()?;
@@ -135,5 +135,17 @@ impl AddressSpace {
             cores: sh.shootdown.cores(),
             fault_stages: events.stages,
         }
+    }
+
+    /// **Testing hook, not an API**: runs `while_held` while the calling thread holds every lock
+    /// of the space's frame pool and page-table pool (the locks a core's detach takes), so that
+    /// a test can `fork()` from another thread at a moment they are held and check that the
+    /// child's drops touch none of them (README, hazards: `fork`).
+    #[doc(hidden)]
+    #[cfg(not(loom))]
+    pub fn hold_pool_locks_for_testing<R>(&self, while_held: impl FnOnce() -> R) -> R {
+        let sh = &self.space.shared;
+        sh.pool
+            .with_locks_held(|| sh.tables.with_pool_locks_held(while_held))
     }
 }

@@ -4,7 +4,10 @@
 
 #![cfg(not(loom))]
 
-use aspace_vm::{Access, AddressSpace, Advice, Fault, Limit, MapFlags, Prot, VmError, PAGE_SIZE};
+use aspace_vm::{
+    Access, AddressSpace, Advice, Arenas, Config, ConfigField, Design, Fault, Limit, MapFlags,
+    Prot, VmError, PAGE_SIZE,
+};
 
 const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
 const P: u64 = PAGE_SIZE;
@@ -336,4 +339,142 @@ fn two_cores_see_each_others_writes_and_unmaps() {
     c1.munmap(a, P).unwrap();
     assert_eq!(c2.read(a, &mut b), Err(Fault::Unmapped { addr: a }));
     assert!(s.stats().shootdowns_received >= 1);
+}
+
+/// `build` refuses `b` with `BadConfig { field, value }` (`EINVAL`), and so does `validate`: the
+/// refusal comes before anything is allocated.
+fn refused(b: aspace_vm::Builder, field: ConfigField, value: u64) {
+    let err = b.config().validate().unwrap_err();
+    assert!(
+        matches!(err, VmError::BadConfig { field: f, value: v, .. } if f == field && v == value),
+        "{field:?} = {value}: {err:?}"
+    );
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert_eq!(b.build().err(), Some(err));
+}
+
+/// `build` accepts `b` (the space is built, a core attaches and faults a page in).
+fn accepted(b: aspace_vm::Builder) {
+    let what = format!("{:?}", b.config());
+    let s = b.build().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut c = s.attach().unwrap();
+    let a = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    c.write(a, &[1]).unwrap();
+}
+
+#[test]
+fn every_builder_value_is_accepted_at_its_bounds_and_refused_past_them_with_einval() {
+    use ConfigField as F;
+    let small = || AddressSpace::builder().memory(1 << 20);
+    assert_eq!(Config::MAX_MEMORY, u64::from(u32::MAX) * P);
+    assert_eq!(Config::MAX_ADDR_LIMIT, 1 << 48);
+    assert_eq!(Config::MAX_MAP_COUNT, i32::MAX as usize);
+    assert_eq!(Config::MAX_CORES, 8192);
+    assert_eq!(Config::MAX_TLB_ENTRIES, 1 << 16);
+    assert_eq!(Config::MAX_FRAME_BATCH, 1 << 16);
+    assert_eq!(Config::MAX_ARENAS, 8192);
+
+    // memory: 4096..=MAX_MEMORY. The top is only validated here: reserving 16 TiB may fail
+    // with ENOMEM on a machine without overcommit, which is not a configuration error.
+    accepted(AddressSpace::builder().memory(P));
+    refused(AddressSpace::builder().memory(P - 1), F::Memory, P - 1);
+    let top = AddressSpace::builder().memory(Config::MAX_MEMORY);
+    top.config().validate().unwrap();
+    match top.build() {
+        Ok(_) | Err(VmError::OutOfMemory(Limit::Frames)) => {}
+        Err(e) => panic!("memory at its bound: {e:?}"),
+    }
+    let over = Config::MAX_MEMORY + 1;
+    refused(AddressSpace::builder().memory(over), F::Memory, over);
+    refused(
+        AddressSpace::builder().memory(u64::MAX),
+        F::Memory,
+        u64::MAX,
+    );
+
+    // address_range: multiples of 4096, min_addr < max_addr <= 2^48.
+    accepted(small().address_range(0, 1 << 48));
+    accepted(small().address_range((1 << 48) - 2 * P, (1 << 48) - P));
+    refused(
+        small().address_range(0, (1 << 48) + P),
+        F::MaxAddr,
+        (1 << 48) + P,
+    );
+    refused(small().address_range(0, !(P - 1)), F::MaxAddr, !(P - 1));
+    refused(
+        small().address_range(0, (1 << 40) + 1),
+        F::MaxAddr,
+        (1 << 40) + 1,
+    );
+    refused(small().address_range(P, P), F::MinAddr, P);
+    refused(small().address_range(1, 1 << 40), F::MinAddr, 1);
+
+    // max_map_count: 1..=2^31 - 1.
+    accepted(small().max_map_count(1));
+    accepted(small().max_map_count(Config::MAX_MAP_COUNT));
+    refused(small().max_map_count(0), F::MaxMapCount, 0);
+    let over = Config::MAX_MAP_COUNT + 1;
+    refused(small().max_map_count(over), F::MaxMapCount, over as u64);
+    refused(small().max_map_count(usize::MAX), F::MaxMapCount, u64::MAX);
+
+    // max_cores: 1..=8192, under both designs (1 << 40 aborted on allocation, above u32::MAX
+    // an assertion in the shootdown slots panicked).
+    for &design in Design::ALL {
+        let b = || small().design(design);
+        accepted(b().max_cores(1));
+        accepted(b().max_cores(Config::MAX_CORES));
+        refused(b().max_cores(0), F::MaxCores, 0);
+        refused(b().max_cores(Config::MAX_CORES + 1), F::MaxCores, 8193);
+        refused(b().max_cores(1 << 40), F::MaxCores, 1 << 40);
+        refused(b().max_cores(usize::MAX), F::MaxCores, u64::MAX);
+    }
+
+    // tlb_entries: a power of two in 1..=2^16 (a huge one aborted at attach).
+    accepted(small().tlb_entries(1));
+    accepted(small().tlb_entries(Config::MAX_TLB_ENTRIES));
+    refused(small().tlb_entries(0), F::TlbEntries, 0);
+    refused(small().tlb_entries(3), F::TlbEntries, 3);
+    refused(small().tlb_entries(1 << 17), F::TlbEntries, 1 << 17);
+    refused(small().tlb_entries(1 << 40), F::TlbEntries, 1 << 40);
+
+    // frame_batch: 1..=2^16 (near usize::MAX, `2 * batch` overflowed; from 2^62 concurrent
+    // refills could wrap the high-water index).
+    accepted(small().frame_batch(1));
+    accepted(small().frame_batch(Config::MAX_FRAME_BATCH));
+    refused(small().frame_batch(0), F::FrameBatch, 0);
+    let over = Config::MAX_FRAME_BATCH + 1;
+    refused(small().frame_batch(over), F::FrameBatch, over as u64);
+    refused(small().frame_batch(1 << 62), F::FrameBatch, 1 << 62);
+    refused(small().frame_batch(usize::MAX), F::FrameBatch, u64::MAX);
+
+    // arenas: count 1..=8192, size a positive multiple of 4096, the span inside the range.
+    let (lo, hi) = (1 << 16, 1 << 40);
+    let arenas = |count, size, base| {
+        small()
+            .design(Design::Interval)
+            .address_range(lo, hi)
+            .arenas(Arenas::Layout { count, size, base })
+    };
+    accepted(arenas(1, P, lo));
+    accepted(arenas(Config::MAX_ARENAS, 64 * P, lo));
+    accepted(arenas(1, hi - lo, lo));
+    refused(arenas(0, P, lo), F::ArenaCount, 0);
+    refused(arenas(Config::MAX_ARENAS + 1, P, lo), F::ArenaCount, 8193);
+    refused(arenas(1 << 45, P, lo), F::ArenaCount, 1 << 45);
+    refused(arenas(1, 0, lo), F::ArenaSize, 0);
+    refused(arenas(1, P + 1, lo), F::ArenaSize, P + 1);
+    refused(arenas(1, P, lo - P), F::ArenaBase, lo - P);
+    refused(arenas(1, P, lo + 1), F::ArenaBase, lo + 1);
+    refused(arenas(1, hi - lo + P, lo), F::ArenaBase, hi + P);
+    refused(arenas(8192, !(P - 1), lo), F::ArenaBase, u64::MAX);
+    // The layout is checked whatever the design.
+    refused(
+        small().arenas(Arenas::Layout {
+            count: 0,
+            size: P,
+            base: 1 << 16,
+        }),
+        F::ArenaCount,
+        0,
+    );
 }

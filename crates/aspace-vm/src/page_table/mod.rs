@@ -196,6 +196,12 @@ impl PageTables {
         }
     }
 
+    /// Runs `f` while this thread holds every lock of the table pool (the fork test).
+    #[cfg(not(loom))]
+    pub(crate) fn with_pool_locks_held<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.pool.with_locks_held(f)
+    }
+
     /// A cache for core `core` (its index among the attached cores): the tables it installs
     /// come from it and the tables it frees return to it (`cache.rs`).
     pub(crate) fn cache(&self, core: usize) -> PtCache {

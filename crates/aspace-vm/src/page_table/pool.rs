@@ -375,6 +375,18 @@ impl TablePool {
         }
     }
 
+    /// Runs `f` while this thread holds every lock of the pool (the shared lists, every slot's
+    /// returned list, the orphans), for the fork test (`AddressSpace::hold_pool_locks_for_testing`).
+    /// No path of the pool takes one of these locks while holding another, so the order here
+    /// cannot deadlock with them.
+    #[cfg(not(loom))]
+    pub(super) fn with_locks_held<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _shared: Vec<_> = self.shared.iter().map(|l| l.lock()).collect();
+        let _returned: Vec<_> = self.slots.iter().map(|s| s.returned.lock()).collect();
+        let _orphans = self.orphans.lock();
+        f()
+    }
+
     /// Tables taken from the allocator so far by all slots (recycled ones are not counted
     /// again; the root is not counted).
     #[cfg_attr(not(test), allow(dead_code))]
