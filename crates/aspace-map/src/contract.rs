@@ -171,6 +171,14 @@ where
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError>;
 
     /// Calls `f` on every interval overlapping `range`, in address order, until it breaks.
+    ///
+    /// Under concurrent updates a visit is not a snapshot. Every implementation yields each
+    /// interval present for the whole visit exactly once, and only intervals present at some
+    /// moment of it. `btree` and `skiplist` also yield in address order with no two yielded
+    /// intervals overlapping; `bonsai` does not promise that when two or more updates commit
+    /// during one walk (a walker on a node an update removed can follow its frozen child
+    /// pointers into a subtree a later in-place update changed): a caller that computes gaps
+    /// from a `bonsai` visit must hold the writer out or check the order itself.
     fn visit<'g>(
         &'g self,
         range: Range<u64>,
