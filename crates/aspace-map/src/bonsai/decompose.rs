@@ -13,8 +13,9 @@
 //! The decision. [`Plan`] counts the steps before any of them runs; an update of more than one
 //! step runs in atomic mode (every step out of place, one root store at the end), an update of
 //! one step commits in place, like `alloc`. `Update::begin_step` refuses a second step outside
-//! atomic mode in every build, so a plan that undercounts panics before it publishes anything
-//! of its second step.
+//! atomic mode in every build, so a plan that undercounts stops before it builds anything of its
+//! second step: the first step has committed by then, so the unwind aborts the process (a
+//! fail-stop for a coding error; no shape undercounts, see the audit and the exhaustive test).
 //!
 //! Audit of every shape (`X`: an overlapped interval; "free": pages of the range no interval
 //! covers). One step, committed in place:
