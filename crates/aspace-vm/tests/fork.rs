@@ -55,7 +55,9 @@ fn child_checks(space: AddressSpace, mut core: aspace_vm::CoreHandle, a: u64) ->
     // A space of the child's own works.
     let own = AddressSpace::builder()
         .design(Design::Coarse)
-        .memory(1 << 20).build().unwrap();
+        .memory(1 << 20)
+        .build()
+        .unwrap();
     let mut c = own.attach().unwrap();
     let x = c
         .mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
@@ -75,7 +77,9 @@ fn child_checks(space: AddressSpace, mut core: aspace_vm::CoreHandle, a: u64) ->
 fn a_space_used_in_a_forked_child_fails_with_forked_child() {
     let space = AddressSpace::builder()
         .design(Design::Coarse)
-        .memory(4 << 20).build().unwrap();
+        .memory(4 << 20)
+        .build()
+        .unwrap();
     let mut core = space.attach().unwrap();
     let a = core
         .mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
@@ -178,7 +182,9 @@ fn wait_bounded(pid: libc::pid_t, limit: Duration) -> Option<libc::c_int> {
 fn a_forked_childs_drop_of_handle_and_space_takes_no_lock_a_parent_thread_held() {
     let space = AddressSpace::builder()
         .design(Design::Coarse)
-        .memory(4 << 20).build().unwrap();
+        .memory(4 << 20)
+        .build()
+        .unwrap();
     let mut core = space.attach().unwrap();
     // Faulting a page in fills the core's frame cache (the rest of its first batch) and
     // installs page tables from its table cache.

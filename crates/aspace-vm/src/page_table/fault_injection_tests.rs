@@ -18,8 +18,10 @@ fn a_fault_whose_nth_table_cannot_be_allocated_fails_and_the_retry_succeeds() {
     // A fresh space has only the root: the first fault allocates levels 3, 2 and 1.
     for k in 1..=3u64 {
         let s = AddressSpace::builder()
-        .design(Design::Coarse)
-        .memory(64 * P).build().unwrap();
+            .design(Design::Coarse)
+            .memory(64 * P)
+            .build()
+            .unwrap();
         let mut c = s.attach().unwrap();
         let a = c.mmap(0, 4 * P, Prot::READ_WRITE, PA).unwrap();
         let maps = s.maps();
@@ -57,7 +59,9 @@ fn a_fault_whose_nth_table_cannot_be_allocated_fails_and_the_retry_succeeds() {
 fn a_failed_table_leaves_the_partial_path_freeable_by_munmap() {
     let s = AddressSpace::builder()
         .design(Design::Coarse)
-        .memory(64 * P).build().unwrap();
+        .memory(64 * P)
+        .build()
+        .unwrap();
     let mut c = s.attach().unwrap();
     let a = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
     fail_nth_table_alloc(3); // the leaf
@@ -75,7 +79,9 @@ fn a_failed_table_leaves_the_partial_path_freeable_by_munmap() {
 fn populate_stops_at_a_failed_table_and_still_succeeds_like_linux() {
     let s = AddressSpace::builder()
         .design(Design::Coarse)
-        .memory(64 * P).build().unwrap();
+        .memory(64 * P)
+        .build()
+        .unwrap();
     let mut c = s.attach().unwrap();
     fail_nth_table_alloc(1);
     let a = c

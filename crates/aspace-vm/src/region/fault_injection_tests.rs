@@ -43,7 +43,9 @@ fn fails_then_succeeds<T: std::fmt::Debug>(
 fn every_region_edit_fails_cleanly_when_the_store_cannot_allocate() {
     let s = AddressSpace::builder()
         .design(Design::Coarse)
-        .memory(64 * P).build().unwrap();
+        .memory(64 * P)
+        .build()
+        .unwrap();
     let mut c = s.attach().unwrap();
     let a = c.mmap(0x100_0000, 4 * P, Prot::READ_WRITE, PA).unwrap();
     c.write(a, &[5; 4 * 4096]).unwrap();

@@ -37,7 +37,8 @@ fn rounds(space: &AddressSpace) -> (u64, u64, u64) {
 fn the_coarse_design_broadcasts_and_tests_can_choose_targeted() {
     let coarse = AddressSpace::builder()
         .design(Design::Coarse)
-        .build().unwrap();
+        .build()
+        .unwrap();
     assert_eq!(
         coarse.space.shared.shootdown_policy,
         ShootdownPolicy::Broadcast
