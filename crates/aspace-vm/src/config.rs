@@ -32,8 +32,8 @@ pub(crate) const DEFAULT_MAX_ADDR: u64 = (1 << 47) - PAGE_SIZE;
 /// The default is [`Design::Interval`]: a space is built to be shared by threads, and
 /// `interval` is the design whose `mmap`, `munmap`, `mprotect` and page faults on disjoint
 /// ranges do not serialize. Pick [`Design::Coarse`] for one thread (an emulator of one guest
-/// thread, a single-threaded tool): it edits regions 3.6-4.8x faster there. The crate's front page
-/// has the guide with the measured figures.
+/// thread, a single-threaded tool): it edits regions 3.6-4.8x faster there. The crate docs
+/// have [the guide](crate#which-design), with the measured figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Design {
@@ -43,7 +43,7 @@ pub enum Design {
     /// Fastest with one thread (a region edit is a `BTreeMap` operation under an uncontended
     /// lock), and it places `mmap(NULL)` top-down exactly like Linux. It does not scale: every
     /// system call of every thread takes the one lock for writing, and every `munmap` or
-    /// `mprotect` flushes every attached core.
+    /// `mprotect` sends its TLB shootdown to every attached core.
     Coarse,
     /// IntervalVM (SOSP'25 §5): the `skiplist` interval map under the hybrid-granular lock.
     /// Faults first without any space lock, then under the local read mode and the region's
@@ -54,8 +54,9 @@ pub enum Design {
     ///
     /// The default. Scales with threads that work on disjoint ranges (an allocator, a runtime's
     /// per-thread heaps, vCPUs faulting their own memory); faults cost the same as `coarse`'s
-    /// at one thread, region edits 3.6-4.8x more (three skiplist interval locks and two swaps
-    /// per `mmap` + `munmap`, against three `BTreeMap` operations). With arenas on (the
+    /// at one thread, region edits 3.6-4.8x more (an `mmap`, first write and `munmap` take
+    /// three skiplist interval locks and two swaps, against three `BTreeMap` operations under
+    /// one lock). With arenas on (the
     /// default), `mmap(NULL)` places mappings in the calling core's arena, not top-down like
     /// Linux: [`Arenas::Off`] gives Linux's placement.
     #[default]

@@ -57,8 +57,8 @@
 //! programs that embed one (VMMs, sandboxes, runtimes, allocators) run several. A user who
 //! reads nothing and runs many threads on `coarse` gets a space that gets slower as they add
 //! threads; a user who runs one thread on `interval` pays a bounded cost, and only on region
-//! edits (reads, writes and faults cost the same). A program that is single-threaded says so
-//! with one line.
+//! edits (faults cost the same; reads and writes take the same lock-free path in both). A
+//! program that is single-threaded says so with one line.
 //!
 //! A multi-threaded, allocator-like program (each thread maps, touches and unmaps its own
 //! chunks) keeps the default and gives each thread its own core:
