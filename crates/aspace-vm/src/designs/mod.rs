@@ -187,7 +187,7 @@ impl Designs {
 }
 
 impl DesignOps for Designs {
-    /// The design's `mmap`, then `MAP_POPULATE` (see [`populate`]).
+    /// The design's `mmap`, then `MAP_POPULATE` (see [`Designs::populate`]).
     #[inline]
     fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
         let (populate, len, prot) = (req.populate, req.len, req.prot);
