@@ -234,6 +234,127 @@ fn out_of_range_numbers_are_refused_with_status_2_never_a_panic() {
     }
 }
 
+/// Every numeric option, with a value that is not an unsigned decimal integer: negative (which
+/// clap would otherwise take for a flag and answer with a "use '-- -5'" tip), a fraction, a
+/// word, empty, too large for the option's type, and a bad item inside a list. Each gets one
+/// line that names the option and what was typed, and status 2.
+#[test]
+fn negative_and_malformed_numbers_get_one_line_naming_the_option() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "rcu-read", "--duration-ms", "-5"],
+            "error: --duration-ms must be a positive integer, got -5",
+        ),
+        (
+            &["bench", "rcu-read", "--duration-ms", "1.5"],
+            "error: --duration-ms must be a positive integer, got 1.5",
+        ),
+        (
+            &["bench", "rcu-read", "--duration-ms", "ten"],
+            "error: --duration-ms must be a positive integer, got ten",
+        ),
+        (
+            &["bench", "rcu-read", "--duration-ms", ""],
+            "error: --duration-ms must be a positive integer, got nothing",
+        ),
+        (
+            &["bench", "rcu-read", "--duration-ms", "18446744073709551616"],
+            "error: --duration-ms must be a positive integer, got 18446744073709551616 (too large)",
+        ),
+        (
+            &["bench", "rcu-read", "--repeat", "-1"],
+            "error: --repeat must be a positive integer, got -1",
+        ),
+        (
+            &["bench", "rcu-read", "--threads", "-2"],
+            "error: --threads must be a positive integer, got -2",
+        ),
+        (
+            &["bench", "rcu-read", "--threads", "-1,2"],
+            "error: --threads must be a positive integer, got -1",
+        ),
+        (
+            &["bench", "rcu-read", "--threads", "1,x"],
+            "error: --threads must be a positive integer, got x",
+        ),
+        (
+            &["bench", "rcu-update", "--update-pct", "-10"],
+            "error: --update-pct must be a non-negative integer, got -10",
+        ),
+        (
+            &["bench", "rcu-update", "--update-rate", "-2400000"],
+            "error: --update-rate must be a positive integer, got -2400000",
+        ),
+        (
+            &["bench", "ds-map", "--intervals", "-1"],
+            "error: --intervals must be a positive integer, got -1",
+        ),
+        (
+            &["bench", "readers-writers", "--writers", "-1"],
+            "error: --writers must be a non-negative integer, got -1",
+        ),
+        (
+            &["bench", "fault-load", "--mmap-pct", "-10"],
+            "error: --mmap-pct must be a non-negative integer, got -10",
+        ),
+        (
+            &["bench", "fault-load", "--mmap-pct", "4294967296"],
+            "error: --mmap-pct must be a non-negative integer, got 4294967296 (too large)",
+        ),
+        (
+            &["bench", "metis", "--metis-words", "-1"],
+            "error: --metis-words must be a positive integer, got -1",
+        ),
+        (
+            &["conflicts", "local", "--cores", "2,-4"],
+            "error: --cores must be a positive integer, got -4",
+        ),
+        (
+            &["conflicts", "local", "--rounds", "-40"],
+            "error: --rounds must be a positive integer, got -40",
+        ),
+        (
+            &["conflicts", "local", "--warmup", "-8"],
+            "error: --warmup must be a non-negative integer, got -8",
+        ),
+        (
+            &["--threads", "-1"],
+            "error: --threads must be a positive integer, got -1",
+        ),
+    ];
+    for (args, line) in cases {
+        let out = aspace(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end(), *line, "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("tip:"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn a_negative_thread_count_is_refused_by_the_default_suite_before_anything_is_written() {
+    let cwd = scratch("negative");
+    let out = Command::new(env!("CARGO_BIN_EXE_aspace"))
+        .args(["--threads", "-2"])
+        .current_dir(&cwd)
+        .output()
+        .expect("the aspace binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!cwd.join("results").exists());
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+#[test]
+fn help_states_the_suites_measured_duration_and_quick() {
+    let out = aspace(&["--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("about 4 minutes"), "{text}");
+    assert!(text.contains("3 min 47 s measured"), "{text}");
+    assert!(text.contains("--quick"), "{text}");
+}
+
 #[test]
 fn bench_help_states_the_limits() {
     let out = aspace(&["bench", "--help"]);

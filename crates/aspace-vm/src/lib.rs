@@ -1,24 +1,13 @@
-//! The address space: a software MMU with Linux `mmap` semantics over real memory.
+//! The address space: a software MMU with Linux `mmap` semantics over real memory, for
+//! programs that manage their own virtual memory (emulators, sandboxes, VMMs, language
+//! runtimes, allocators) from many threads.
 //!
 //! An [`AddressSpace`] (built with [`AddressSpace::builder`]) manages a virtual address range
 //! `[min_addr, max_addr)` over a pool of real 4 KiB frames. Threads attach as *cores*
 //! ([`AddressSpace::attach`]) and call `mmap`, `munmap`, `mprotect`, `madvise`, `read`, `write`
 //! and `touch` through their [`CoreHandle`]; the space answers `maps()` (like
 //! `/proc/self/maps`) and `stats()`. Cloning an `AddressSpace` gives another handle on the same
-//! space. Inside, a space is:
-//!
-//! - a **design**: the region store (the papers' VMA tree) and the locks around it; the design
-//!   is a lock policy over Linux's rules for each call, which every design shares (`coarse`, one
-//!   reader-writer lock like `mmap_sem`; `interval`, SOSP'25's IntervalVM; see [`Design`]);
-//! - **page tables**: software 4-level tables of atomic entries, walked without locks, their
-//!   tables reclaimed through RCU (`aspace-rcu`);
-//! - per core, a **soft TLB**, kept coherent by a **shootdown** protocol that waits only for
-//!   cores inside an access (model-checked with loom);
-//! - **frames**: 4 KiB pages of one `MAP_NORESERVE` reservation, handed out through per-core
-//!   caches, zeroed before reuse.
-//!
-//! The repository's `docs/ARCHITECTURE.md` maps these to source files and lists each crate's
-//! locks.
+//! space. No API needs `unsafe`.
 //!
 //! ```
 //! use aspace_vm::{Access, AddressSpace, Advice, MapFlags, Prot};
@@ -40,86 +29,122 @@
 //! assert_eq!(space.stats().frames_in_use, 0);
 //! ```
 //!
-//! Several threads, one core each (the handle may move between threads; it is `Send`, not
-//! `Sync`):
+//! # Which design
+//!
+//! A [`Design`] is the space's concurrency strategy: how threads share the region set and the
+//! page faults. Both designs give the same answers (one conformance suite, one differential
+//! test against the kernel); they differ in speed, and in where `mmap` without an address
+//! places a mapping. Choose with [`Builder::design`]; a space that names none gets
+//! [`Design::Interval`].
+//!
+//! | your program | design | why (measured; 2-core KVM guest, so 1 and 2 threads) |
+//! |---|---|---|
+//! | **one thread**: an emulator of one guest thread, a single-threaded tool | [`Design::Coarse`] | region edits 3.6-4.8x faster at one thread: `mmap` + write + `munmap` 343 ns against 1,639 ns (`local`), `mmap` 71 ns against 256 ns (`alloc`); faults cost the same (`fault-load` 91 ns both) |
+//! | **many threads mapping disjoint ranges**: an allocator, per-thread heaps, vCPUs faulting their own memory | [`Design::Interval`] (default) | `alloc-fault-modify` (`mmap`, fault 512 pages, `munmap`) at 2 threads: 1.88x `coarse`, and 2.75x in a dedicated run; `interval` gains 1.13-1.83x with the second thread where `coarse` loses (0.64x). Conflict audit at 16 and 64 cores: `interval` shares no cache line between cores' operations, `coarse` 50.7 and 112 lines per operation (its lock word and broadcast shootdowns) |
+//! | **fault-heavy** while other threads map and unmap | [`Design::Interval`] (default) | faults take no space lock: with one thread mapping and unmapping all the time, `interval`'s faulting thread keeps 44-99% of its undisturbed rate, `coarse`'s 5-8% (`fault-load --mmap-pct 100`) |
+//! | **embedding**: a runtime or library that does not know how many threads will use the space | [`Design::Interval`] (default) | its worst case is a constant (region edits ~4x slower than `coarse` with one thread); `coarse`'s grows with the threads (every system call of every thread serializes on one lock) |
+//! | **Linux's exact addresses** for `mmap(NULL)` (replaying a trace, comparing with the kernel) | [`Design::Coarse`], or `interval` with [`Arenas::Off`] | `interval` places `mmap(NULL)` in the calling core's arena by default |
+//!
+//! Sources (in the repository): `docs/results/results.csv` and `docs/results/conflicts.md` (the
+//! default suite of 2026-11-24 and the conflict audit) and `CHANGELOG.md` ("IntervalVM: the
+//! `interval` design (issue 11)": the dedicated run and `fault-load`). Two cores cannot show
+//! scaling past two threads: the core counts beyond two come from the conflict audit, which
+//! counts shared cache lines rather than time. On 2 cores `coarse` is still faster in absolute
+//! terms on workloads of short region edits (`alloc` 10.2 against 5.9 M `mmap`/s at 2 threads,
+//! `local` 2.4 against 1.0 M/s): its one lock costs little with two threads.
+//!
+//! **Why `interval` is the default.** A space is built to be shared by threads, and the
+//! programs that embed one (VMMs, sandboxes, runtimes, allocators) run several. A user who
+//! reads nothing and runs many threads on `coarse` gets a space that gets slower as they add
+//! threads; a user who runs one thread on `interval` pays a bounded cost, and only on region
+//! edits (faults cost the same; reads and writes take the same lock-free path in both). A
+//! program that is single-threaded says so with one line.
+//!
+//! A multi-threaded, allocator-like program (each thread maps, touches and unmaps its own
+//! chunks) keeps the default and gives each thread its own core:
 //!
 //! ```
-//! use aspace_vm::{AddressSpace, MapFlags, Prot};
+//! use aspace_vm::{AddressSpace, Design, MapFlags, Prot};
 //!
-//! let space = AddressSpace::builder().memory(16 << 20).build().unwrap();
-//! let workers: Vec<_> = (0..4u8)
-//!     .map(|i| {
-//!         let mut core = space.attach().unwrap(); // attach here, use in the thread
+//! const THREADS: usize = 16;
+//! const CHUNK: u64 = 16 * 4096;
+//! const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
+//! let space = AddressSpace::builder()
+//!     .design(Design::Interval) // the default, named here for the reader
+//!     .memory(64 << 20)
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(space.config().design, Design::Interval);
+//! let threads: Vec<_> = (0..THREADS)
+//!     .map(|t| {
+//!         let mut core = space.attach().unwrap(); // one core per thread
 //!         std::thread::spawn(move || {
-//!             let a = core.mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS).unwrap();
-//!             core.write(a, &[i; 64]).unwrap();
-//!             let mut back = [0u8; 64];
-//!             core.read(a, &mut back).unwrap();
-//!             assert_eq!(back, [i; 64]);
-//!             core.munmap(a, 4096).unwrap();
+//!             for round in 0..8u8 {
+//!                 let chunk = core.mmap(0, CHUNK, Prot::READ_WRITE, PA).unwrap();
+//!                 core.write(chunk + 4096, &[round; 64]).unwrap(); // faults its page in
+//!                 let mut back = [0u8; 64];
+//!                 core.read(chunk + 4096, &mut back).unwrap();
+//!                 assert_eq!(back, [round; 64], "thread {t}");
+//!                 core.munmap(chunk, CHUNK).unwrap();
+//!             }
 //!         })
 //!     })
 //!     .collect();
-//! for w in workers {
-//!     w.join().unwrap();
+//! for t in threads {
+//!     t.join().unwrap();
 //! }
 //! assert_eq!(space.stats().frames_in_use, 0);
 //! ```
 //!
-//! # The lock and RCU contract (all designs)
+//! A single-threaded emulator (one guest thread, one core) asks for `coarse`:
 //!
-//! Lock order, outermost first; nothing is ever taken in the other direction:
+//! ```
+//! use aspace_vm::{Access, AddressSpace, Design, Fault, MapFlags, Prot};
 //!
-//! 1. **the design's space lock**: `coarse`: one `parking_lot::RwLock` around the region set,
-//!    faults read it, `mmap`/`munmap`/`mprotect`/`madvise` write it for their whole duration
-//!    (shootdown wait included). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
-//!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
-//!    placement fallback; then
-//! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
-//!    widened to whole regions and their neighbours, held until the call's edit is published
-//!    (`designs/interval/window.rs`);
-//! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
-//!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time;
-//! 4. **the frame pool's global free list** (`Mutex`), taken by a core's cache to refill or
-//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists (`Mutex`), leaves.
+//! let space = AddressSpace::builder()
+//!     .design(Design::Coarse) // one thread: the fastest region edits, Linux's placement
+//!     .memory(16 << 20)
+//!     .build()
+//!     .unwrap();
+//! let mut cpu = space.attach().unwrap();
+//! // The guest's heap and stack, placed top-down like Linux's.
+//! let (rw, pa) = (Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS);
+//! let heap = cpu.mmap(0, 64 * 4096, rw, pa).unwrap();
+//! let stack = cpu.mmap(0, 16 * 4096, rw, pa).unwrap();
+//! assert_eq!(stack + 16 * 4096, heap, "directly below, like Linux");
+//! cpu.write(heap, &0xdead_beef_u32.to_le_bytes()).unwrap();
+//! // A guest access outside its mappings is the guest's SIGSEGV.
+//! assert_eq!(cpu.touch(0x10_0000, Access::Read), Err(Fault::Unmapped { addr: 0x10_0000 }));
+//! ```
 //!
-//! Lock-free, and what protects them:
-//! - **Page-table walks** take no lock; a core walks only inside an access window while
-//!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
-//!   before the walk ends (tables are recycled after a grace period). Entries are published
-//!   with `Release` and read with `Acquire`.
-//! - **`interval`'s first fault stage** takes no space lock: an RCU read section (the region
-//!   skiplist shares the space's domain), a lock-free region lookup, and a fill that installs no
-//!   table and goes ahead under the leaf lock only if no edit marked the region replaced
-//!   (`designs/interval.rs` has the argument and the loom models).
-//! - **The soft TLB** is private to its core; it is used only inside an access window.
-//! - **Frames** are read and written inside an access window, in aligned 64-bit atomic words
-//!   (like rust-vmm's `vm-memory`): a concurrent reader of a word sees it whole, before or after
-//!   a write.
+//! # Threads
 //!
-//! **The access window** (begun and ended around every `read`/`write`/`touch`) is what protects a
-//! translation (TLB entry or walked PTE) and the frame behind it: a shooter that removed a
-//! translation (PTE cleared or downgraded, under the design's lock) waits in `shootdown`
-//! until every targeted core that was inside a window when it bumped the requests has left it,
-//! and every such core entering a window afterwards flushes its TLB first. Frames are freed
-//! (zeroed, reused) only after that `shootdown` returned. (Under the targeted policy, the
-//! `interval` design's, the shooter reaches only the cores that the changed leaf tables record
-//! as possible holders: a core records itself in a leaf before a walk reads the entry it
-//! caches; `page_table/users.rs`.) Cores never block inside a window (no lock is taken there; a
-//! fault leaves the window, takes the design's locks, fills, and retries), so a shooter holding
-//! locks cannot deadlock with them, and an idle core never delays anyone. The window is a guard
-//! type that borrows the core mutably, so a design operation (which needs the core mutably)
-//! cannot be called inside one: a compile error, not a precondition.
+//! One core per thread: a [`CoreHandle`] is `Send` but not `Sync`; attach it where you create
+//! the thread, move it in, and drop it when the thread is done (it returns its cached frames).
+//! A space has at most [`Builder::max_cores`] cores attached at once. A core that holds a
+//! handle but makes no call delays nobody.
 //!
-//! **Page-table freeing**: after `munmap`, the design frees the tables covering the unmapped
-//! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) while it still excludes every
-//! fill that could install a table there (`coarse`: the write lock; `interval`: the interval
-//! lock, which holds those gaps), through the RCU domain.
+//! # Hazards
 //!
-//! **Region store**: the Linux bodies (functions named `*_locked`) take the store borrowed from
-//! the design's guard: `&mut` for system calls (`coarse`: the write lock; `interval`: a window),
-//! `&` for faults; a first write fault may set a region's anon identity under `&` (once, by
-//! compare-exchange).
+//! - **`fork`**: a space built before `fork()` refuses every use in the child: its calls return
+//!   [`VmError::ForkedChild`] / [`Fault::ForkedChild`] (`ENOTRECOVERABLE`), `maps()` and
+//!   `stats()` panic, and dropping it leaks it without taking a lock. The child may build
+//!   spaces of its own.
+//! - **Concurrent reads and writes of the same memory** from two cores behave like threads on
+//!   x86 hardware, never like a data race: each aligned 8-byte word is seen whole, before or
+//!   after a concurrent write; a write of several words is not atomic as a whole.
+//! - **Out of frames**: touching more pages than [`Builder::memory`] holds is
+//!   [`Fault::OutOfMemory`] at the page that could not be had; nothing else changes.
+//!
+//! # Inside
+//!
+//! A space is a design (the region store and its locks) over shared parts: software 4-level
+//! page tables of atomic entries walked without locks and reclaimed through RCU
+//! (`aspace-rcu`), a soft TLB per core kept coherent by a shootdown protocol that waits only for
+//! cores inside an access (model-checked with loom), and frames from one `MAP_NORESERVE`
+//! reservation handed out through per-core caches. Which locks each operation takes, what runs
+//! lock-free under RCU, and the files that implement it are in the repository's
+//! `docs/ARCHITECTURE.md` (section "aspace-vm"); the README has the benchmark results.
 //!
 //! Not for: interval-map algorithms (in `aspace-map`) or benchmarking (in `aspace-bench`).
 

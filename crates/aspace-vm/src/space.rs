@@ -8,7 +8,7 @@
 //! and handles to go frees everything: regions, page tables, the frame reservation, and (after
 //! running its pending callbacks) the RCU domain.
 //!
-//! Not for: the lock contract (crate docs in `lib.rs`), the access path (`handle.rs`) or region
+//! Not for: the lock contract (`designs/mod.rs`), the access path (`handle.rs`) or region
 //! rules (`semantics.rs`, `region/`, `designs/`).
 
 use crate::config::{Builder, Config};

@@ -13,7 +13,11 @@ const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
 const P: u64 = PAGE_SIZE;
 
 fn space(memory: u64) -> AddressSpace {
-    AddressSpace::builder().memory(memory).build().unwrap()
+    AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(memory)
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -226,6 +230,7 @@ fn adjacent_mappings_merge_in_maps() {
 #[test]
 fn map_count_limit_is_enomem_with_nothing_changed() {
     let s = AddressSpace::builder()
+        .design(Design::Coarse)
         .memory(1 << 20)
         .max_map_count(2)
         .build()
@@ -257,6 +262,7 @@ fn map_count_limit_is_enomem_with_nothing_changed() {
 #[test]
 fn frame_exhaustion_is_enomem_and_changes_nothing() {
     let s = AddressSpace::builder()
+        .design(Design::Coarse)
         .memory(4 * P)
         .frame_batch(2)
         .build()
@@ -291,6 +297,7 @@ fn populate_fills_every_page() {
 #[test]
 fn detach_returns_cached_frames_and_frees_the_slot() {
     let s = AddressSpace::builder()
+        .design(Design::Coarse)
         .memory(1 << 20)
         .max_cores(1)
         .build()

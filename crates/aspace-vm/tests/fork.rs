@@ -13,7 +13,7 @@
 
 #![cfg(not(loom))]
 
-use aspace_vm::{Access, AddressSpace, Fault, MapFlags, Prot, VmError};
+use aspace_vm::{Access, AddressSpace, Design, Fault, MapFlags, Prot, VmError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -53,7 +53,11 @@ fn child_checks(space: AddressSpace, mut core: aspace_vm::CoreHandle, a: u64) ->
         return 18;
     }
     // A space of the child's own works.
-    let own = AddressSpace::builder().memory(1 << 20).build().unwrap();
+    let own = AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(1 << 20)
+        .build()
+        .unwrap();
     let mut c = own.attach().unwrap();
     let x = c
         .mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
@@ -71,7 +75,11 @@ fn child_checks(space: AddressSpace, mut core: aspace_vm::CoreHandle, a: u64) ->
 
 #[test]
 fn a_space_used_in_a_forked_child_fails_with_forked_child() {
-    let space = AddressSpace::builder().memory(4 << 20).build().unwrap();
+    let space = AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(4 << 20)
+        .build()
+        .unwrap();
     let mut core = space.attach().unwrap();
     let a = core
         .mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
@@ -172,7 +180,11 @@ fn wait_bounded(pid: libc::pid_t, limit: Duration) -> Option<libc::c_int> {
 
 #[test]
 fn a_forked_childs_drop_of_handle_and_space_takes_no_lock_a_parent_thread_held() {
-    let space = AddressSpace::builder().memory(4 << 20).build().unwrap();
+    let space = AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(4 << 20)
+        .build()
+        .unwrap();
     let mut core = space.attach().unwrap();
     // Faulting a page in fills the core's frame cache (the rest of its first batch) and
     // installs page tables from its table cache.

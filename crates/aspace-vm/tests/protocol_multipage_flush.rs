@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 mod bounded_run;
 use bounded_run::{finish, Budget, StopOnDrop};
 
-use aspace_vm::{AddressSpace, Advice, Builder, CoreHandle, MapFlags, Prot, PAGE_SIZE};
+use aspace_vm::{AddressSpace, Advice, Builder, CoreHandle, Design, MapFlags, Prot, PAGE_SIZE};
 
 const PAGES: u64 = 16;
 const LEN: u64 = PAGES * PAGE_SIZE;
@@ -45,12 +45,16 @@ const PATTERN: u8 = 0xA5;
 
 #[test]
 fn a_multi_page_write_never_keeps_a_translation_across_a_flush() {
-    multi_page_writer_versus_zapper(AddressSpace::builder());
+    multi_page_writer_versus_zapper(AddressSpace::builder().design(Design::Coarse));
 }
 
 #[test]
 fn a_multi_page_write_never_keeps_a_translation_across_a_flush_with_targeted_shootdown() {
-    multi_page_writer_versus_zapper(AddressSpace::builder().targeted_shootdown_for_testing());
+    multi_page_writer_versus_zapper(
+        AddressSpace::builder()
+            .design(Design::Coarse)
+            .targeted_shootdown_for_testing(),
+    );
 }
 
 /// The test on a space of `builder`'s shootdown policy.

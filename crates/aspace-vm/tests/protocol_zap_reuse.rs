@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 mod bounded_run;
 use bounded_run::{finish, Budget, StopOnDrop, MIN_ZAPS};
 
-use aspace_vm::{AddressSpace, Advice, Builder, MapFlags, Prot, PAGE_SIZE};
+use aspace_vm::{AddressSpace, Advice, Builder, Design, MapFlags, Prot, PAGE_SIZE};
 
 const PAGES: u64 = 16;
 const LEN: u64 = PAGES * PAGE_SIZE;
@@ -42,12 +42,16 @@ const PATTERN: u8 = 0xA5;
 
 #[test]
 fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame() {
-    writer_versus_zapper(AddressSpace::builder());
+    writer_versus_zapper(AddressSpace::builder().design(Design::Coarse));
 }
 
 #[test]
 fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame_with_targeted_shootdown() {
-    let space = writer_versus_zapper(AddressSpace::builder().targeted_shootdown_for_testing());
+    let space = writer_versus_zapper(
+        AddressSpace::builder()
+            .design(Design::Coarse)
+            .targeted_shootdown_for_testing(),
+    );
     let st = space.stats();
     // Each round reached one core, not both: the zaps of A only the writer (the zapper never
     // walks A's leaf), the munmaps of B (a leaf near the top of the space, read only by the

@@ -9,7 +9,7 @@
 
 #![cfg(not(loom))]
 
-use aspace_vm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
+use aspace_vm::{AddressSpace, Design, MapFlags, Prot, PAGE_SIZE};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 const A: u64 = 0x0102_0304_0506_0708;
@@ -29,6 +29,7 @@ fn page_of(w: u64) -> Vec<u8> {
 #[test]
 fn concurrent_readers_see_whole_words_of_a_concurrent_writer() {
     let space = AddressSpace::builder()
+        .design(Design::Coarse)
         .memory(1 << 20)
         .max_cores(READERS + 1)
         .build()

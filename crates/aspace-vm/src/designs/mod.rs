@@ -13,6 +13,64 @@
 //! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`
 //! with the store borrowed from its lock guard; placement lives in `placement.rs`.
 //!
+//! # The lock and RCU contract (all designs)
+//!
+//! The crate's one statement of which locks each operation takes and what runs lock-free under
+//! RCU (the repository's `docs/ARCHITECTURE.md` has it per operation, in tables).
+//!
+//! Lock order, outermost first; nothing is ever taken in the other direction:
+//!
+//! 1. **the design's space lock**: `coarse`: one `parking_lot::RwLock` around the region set,
+//!    faults read it, `mmap`/`munmap`/`mprotect`/`madvise` write it for their whole duration
+//!    (shootdown wait included). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
+//!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
+//!    placement fallback; then
+//! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
+//!    widened to whole regions and their neighbours, held until the call's edit is published
+//!    (`designs/interval/window.rs`);
+//! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
+//!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time;
+//! 4. **the frame pool's global free list** (`Mutex`), taken by a core's cache to refill or
+//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists (`Mutex`), leaves.
+//!
+//! Lock-free, and what protects them:
+//! - **Page-table walks** take no lock; a core walks only inside an access window while
+//!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
+//!   before the walk ends (tables are recycled after a grace period). Entries are published
+//!   with `Release` and read with `Acquire`.
+//! - **`interval`'s first fault stage** takes no space lock: an RCU read section (the region
+//!   skiplist shares the space's domain), a lock-free region lookup, and a fill that installs no
+//!   table and goes ahead under the leaf lock only if no edit marked the region replaced
+//!   (`designs/interval.rs` has the argument and the loom models).
+//! - **The soft TLB** is private to its core; it is used only inside an access window.
+//! - **Frames** are read and written inside an access window, in aligned 64-bit atomic words
+//!   (like rust-vmm's `vm-memory`): a concurrent reader of a word sees it whole, before or after
+//!   a write.
+//!
+//! **The access window** (begun and ended around every `read`/`write`/`touch`) is what protects a
+//! translation (TLB entry or walked PTE) and the frame behind it: a shooter that removed a
+//! translation (PTE cleared or downgraded, under the design's lock) waits in `shootdown`
+//! until every targeted core that was inside a window when it bumped the requests has left it,
+//! and every such core entering a window afterwards flushes its TLB first. Frames are freed
+//! (zeroed, reused) only after that `shootdown` returned. (Under the targeted policy, the
+//! `interval` design's, the shooter reaches only the cores that the changed leaf tables record
+//! as possible holders: a core records itself in a leaf before a walk reads the entry it
+//! caches; `page_table/users.rs`.) Cores never block inside a window (no lock is taken there; a
+//! fault leaves the window, takes the design's locks, fills, and retries), so a shooter holding
+//! locks cannot deadlock with them, and an idle core never delays anyone. The window is a guard
+//! type that borrows the core mutably, so a design operation (which needs the core mutably)
+//! cannot be called inside one: a compile error, not a precondition.
+//!
+//! **Page-table freeing**: after `munmap`, the design frees the tables covering the unmapped
+//! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) while it still excludes every
+//! fill that could install a table there (`coarse`: the write lock; `interval`: the interval
+//! lock, which holds those gaps), through the RCU domain.
+//!
+//! **Region store**: the Linux bodies (functions named `*_locked`) take the store borrowed from
+//! the design's guard: `&mut` for system calls (`coarse`: the write lock; `interval`: a window),
+//! `&` for faults; a first write fault may set a region's anon identity under `&` (once, by
+//! compare-exchange).
+//!
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
 pub(crate) mod coarse;
@@ -129,7 +187,7 @@ impl Designs {
 }
 
 impl DesignOps for Designs {
-    /// The design's `mmap`, then `MAP_POPULATE` (see [`populate`]).
+    /// The design's `mmap`, then `MAP_POPULATE` (see [`Designs::populate`]).
     #[inline]
     fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
         let (populate, len, prot) = (req.populate, req.len, req.prot);

@@ -8,13 +8,14 @@ use crate::fault_inject::FRAME_ALLOC;
 fn fail_nth_frame_alloc(n: u64) {
     FRAME_ALLOC.fail_nth(n);
 }
-use crate::{Access, AddressSpace, Fault, MapFlags, Prot, PAGE_SIZE};
+use crate::{Access, AddressSpace, Design, Fault, MapFlags, Prot, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;
 const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
 
 fn space() -> AddressSpace {
     AddressSpace::builder()
+        .design(Design::Coarse)
         .memory(64 * P)
         .frame_batch(2)
         .build()

@@ -8,7 +8,7 @@ use crate::fault_inject::TABLE_ALLOC;
 fn fail_nth_table_alloc(n: u64) {
     TABLE_ALLOC.fail_nth(n);
 }
-use crate::{AddressSpace, Fault, MapFlags, Prot, PAGE_SIZE};
+use crate::{AddressSpace, Design, Fault, MapFlags, Prot, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;
 const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
@@ -17,7 +17,11 @@ const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
 fn a_fault_whose_nth_table_cannot_be_allocated_fails_and_the_retry_succeeds() {
     // A fresh space has only the root: the first fault allocates levels 3, 2 and 1.
     for k in 1..=3u64 {
-        let s = AddressSpace::builder().memory(64 * P).build().unwrap();
+        let s = AddressSpace::builder()
+            .design(Design::Coarse)
+            .memory(64 * P)
+            .build()
+            .unwrap();
         let mut c = s.attach().unwrap();
         let a = c.mmap(0, 4 * P, Prot::READ_WRITE, PA).unwrap();
         let maps = s.maps();
@@ -53,7 +57,11 @@ fn a_fault_whose_nth_table_cannot_be_allocated_fails_and_the_retry_succeeds() {
 
 #[test]
 fn a_failed_table_leaves_the_partial_path_freeable_by_munmap() {
-    let s = AddressSpace::builder().memory(64 * P).build().unwrap();
+    let s = AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(64 * P)
+        .build()
+        .unwrap();
     let mut c = s.attach().unwrap();
     let a = c.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
     fail_nth_table_alloc(3); // the leaf
@@ -69,7 +77,11 @@ fn a_failed_table_leaves_the_partial_path_freeable_by_munmap() {
 
 #[test]
 fn populate_stops_at_a_failed_table_and_still_succeeds_like_linux() {
-    let s = AddressSpace::builder().memory(64 * P).build().unwrap();
+    let s = AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(64 * P)
+        .build()
+        .unwrap();
     let mut c = s.attach().unwrap();
     fail_nth_table_alloc(1);
     let a = c

@@ -8,7 +8,7 @@ use crate::fault_inject::REGION_RESERVE;
 fn fail_nth_region_reserve(n: u64) {
     REGION_RESERVE.fail_nth(n);
 }
-use crate::{AddressSpace, Advice, CoreHandle, Limit, MapFlags, Prot, VmError, PAGE_SIZE};
+use crate::{AddressSpace, Advice, CoreHandle, Design, Limit, MapFlags, Prot, VmError, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;
 const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
@@ -41,7 +41,11 @@ fn fails_then_succeeds<T: std::fmt::Debug>(
 
 #[test]
 fn every_region_edit_fails_cleanly_when_the_store_cannot_allocate() {
-    let s = AddressSpace::builder().memory(64 * P).build().unwrap();
+    let s = AddressSpace::builder()
+        .design(Design::Coarse)
+        .memory(64 * P)
+        .build()
+        .unwrap();
     let mut c = s.attach().unwrap();
     let a = c.mmap(0x100_0000, 4 * P, Prot::READ_WRITE, PA).unwrap();
     c.write(a, &[5; 4 * 4096]).unwrap();

@@ -6,13 +6,14 @@
 
 use crate::config::Builder;
 use crate::shootdown::ShootdownPolicy;
-use crate::{Access, AddressSpace, Advice, CoreHandle, Fault, MapFlags, Prot, PAGE_SIZE};
+use crate::{Access, AddressSpace, Advice, CoreHandle, Design, Fault, MapFlags, Prot, PAGE_SIZE};
 
 const RW: Prot = Prot::READ_WRITE;
 const PA: MapFlags = MapFlags::PRIVATE_ANONYMOUS;
 
 fn space(policy: ShootdownPolicy, max_cores: usize) -> AddressSpace {
     Builder::default()
+        .design(Design::Coarse)
         .memory(4 << 20)
         .max_cores(max_cores)
         .shootdown_policy(policy)
@@ -34,12 +35,16 @@ fn rounds(space: &AddressSpace) -> (u64, u64, u64) {
 
 #[test]
 fn the_coarse_design_broadcasts_and_tests_can_choose_targeted() {
-    let coarse = AddressSpace::builder().build().unwrap();
+    let coarse = AddressSpace::builder()
+        .design(Design::Coarse)
+        .build()
+        .unwrap();
     assert_eq!(
         coarse.space.shared.shootdown_policy,
         ShootdownPolicy::Broadcast
     );
     let t = AddressSpace::builder()
+        .design(Design::Coarse)
         .targeted_shootdown_for_testing()
         .build()
         .unwrap();
