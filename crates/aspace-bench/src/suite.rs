@@ -285,6 +285,8 @@ mod tests {
             repeat: 1,
             min_ops_per_sec: 1e6,
             max_ops_per_sec: 1e6,
+            spread: 0.0,
+            unstable: false,
             duration_ms: 1,
             extra: Default::default(),
         };
