@@ -204,11 +204,13 @@ fn range_text(m: &Measurement) -> String {
     )
 }
 
-/// CSV with one row per measurement; every extra key is a column (empty where absent).
+/// CSV with one row per measurement (the columns of the JSON fields, `spread` and `unstable`
+/// after `duration_ms` so older columns keep their positions); every extra key is a column
+/// (empty where absent).
 pub fn csv(ms: &[Measurement]) -> String {
     let keys = extra_keys(ms);
     let mut out = String::from(
-        "workload,design,threads,ops_per_sec,ns_per_op,repeat,min_ops_per_sec,max_ops_per_sec,spread,unstable,duration_ms",
+        "workload,design,threads,ops_per_sec,ns_per_op,repeat,min_ops_per_sec,max_ops_per_sec,duration_ms,spread,unstable",
     );
     for k in &keys {
         out.push(',');
@@ -227,9 +229,9 @@ pub fn csv(ms: &[Measurement]) -> String {
             m.repeat,
             m.min_ops_per_sec,
             m.max_ops_per_sec,
+            m.duration_ms,
             m.spread,
-            m.unstable,
-            m.duration_ms
+            m.unstable
         );
         for k in &keys {
             out.push(',');
@@ -316,7 +318,7 @@ mod tests {
         let text = csv(&[a, b]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].ends_with(",duration_ms,peak_pending"));
+        assert!(lines[0].ends_with(",duration_ms,spread,unstable,peak_pending"));
         assert!(lines[1].ends_with(",7"));
         assert!(lines[2].ends_with(','));
     }

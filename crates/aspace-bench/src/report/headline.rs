@@ -237,12 +237,63 @@ pub fn workload_headline(workload: &str, ms: &[Measurement]) -> Option<WorkloadH
     })
 }
 
-/// The headline of every workload of `ms`, in report order.
+/// The headline of every workload of `ms`: the address-space workloads first, then the
+/// building blocks, each in report order.
 pub fn headlines(ms: &[Measurement]) -> Vec<WorkloadHeadline> {
-    workload_order(ms)
+    let (mut vm, blocks): (Vec<&str>, Vec<&str>) = workload_order(ms)
         .into_iter()
+        .partition(|w| workloads::is_address_space(w));
+    vm.extend(blocks);
+    vm.into_iter()
         .filter_map(|w| workload_headline(w, ms))
         .collect()
+}
+
+/// The takeaway of `ms`: over its address-space workloads when it has any, otherwise over
+/// every workload.
+pub fn run_takeaway(ms: &[Measurement], code: fn(&str) -> String) -> String {
+    let hs = headlines(ms);
+    let vm: Vec<WorkloadHeadline> = hs
+        .iter()
+        .filter(|h| workloads::is_address_space(&h.workload))
+        .cloned()
+        .collect();
+    if vm.is_empty() {
+        takeaway(&hs, code)
+    } else {
+        format!("Address spaces: {}", takeaway(&vm, code))
+    }
+}
+
+fn plain(s: &str) -> String {
+    s.to_string()
+}
+
+/// The headline for a terminal (what the suite prints when it ends): the takeaway, then the
+/// headline table with aligned columns.
+pub fn text(ms: &[Measurement]) -> String {
+    let rows: Vec<[String; 6]> = headlines(ms).iter().map(|h| row_cells(h, plain)).collect();
+    let mut width = HEAD.map(|h| h.chars().count());
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = width[i] - c.chars().count();
+            let _ = write!(s, "{c}{}  ", " ".repeat(pad));
+        }
+        s.trim_end().to_string()
+    };
+    let mut out = String::from("== headline ==\n");
+    let _ = writeln!(out, "{}", line(&HEAD.map(String::from)));
+    for r in &rows {
+        let _ = writeln!(out, "{}", line(r));
+    }
+    let _ = writeln!(out, "\n{}", run_takeaway(ms, plain));
+    out
 }
 
 /// One group of the headline plot: every non-baseline design of a workload against its
@@ -704,6 +755,26 @@ mod tests {
             sentence(&h, backquote),
             "At 2 threads, `coarse` leads with 3M ops/s, 60x the baseline `linux` and 2x the \
              next best `interval`. `interval` scales best: 1.5x from 1 to 2 threads."
+        );
+    }
+
+    #[test]
+    fn text_lists_the_address_spaces_first_and_ends_with_the_takeaway() {
+        let mut ms = vec![
+            m("ds-map", "btree", 2, 1e6),
+            m("ds-map", "skiplist", 2, 2.54e6),
+        ];
+        ms.extend(vm_run());
+        let t = text(&ms);
+        let local = t.find("\nlocal ").unwrap();
+        let ds = t.find("\nds-map ").unwrap();
+        assert!(local < ds, "{t}");
+        assert!(t.contains("verdict (median)"), "{t}");
+        assert!(
+            t.trim_end().lines().last().unwrap().starts_with(
+                "Address spaces: Of 1 workload compared at 2 threads, coarse wins local."
+            ),
+            "{t}"
         );
     }
 
