@@ -56,9 +56,15 @@ pub fn ratio_text(m: &Measurement, all: &[Measurement]) -> Option<String> {
         return None;
     }
     let r = m.ops_per_sec / base.ops_per_sec;
+    // A ratio whose verdict is no win (see `verdict.rs`) says so.
+    let note = match (m.design != base.design).then(|| verdict::compare(false, m, base)) {
+        Some(verdict::Verdict::Tie) => " (tie)",
+        Some(verdict::Verdict::Unstable) => " (unstable)",
+        _ => "",
+    };
     Some(match b.style {
-        RatioStyle::PercentOf => format!("{:.0}% of {}", 100.0 * r, b.design),
-        RatioStyle::TimesVs => format!("{:.2}x vs {}", r, b.design),
+        RatioStyle::PercentOf => format!("{:.0}% of {}{note}", 100.0 * r, b.design),
+        RatioStyle::TimesVs => format!("{:.2}x vs {}{note}", r, b.design),
     })
 }
 
@@ -272,6 +278,21 @@ mod tests {
         ];
         assert_eq!(ratio_text(&ms[2], &ms).unwrap(), "75% of none");
         assert_eq!(ratio_text(&ms[4], &ms).unwrap(), "3.10x vs btree");
+        // Ranges of +-10%: 1.05x is a tie; an unstable point is said to be.
+        let close = vec![
+            m("ds-map", "btree", 2, 10.0),
+            m("ds-map", "bonsai", 2, 10.5),
+        ];
+        assert_eq!(
+            ratio_text(&close[1], &close).unwrap(),
+            "1.05x vs btree (tie)"
+        );
+        let mut shaky = ms[4].clone();
+        shaky.unstable = true;
+        assert_eq!(
+            ratio_text(&shaky, &ms).unwrap(),
+            "3.10x vs btree (unstable)"
+        );
     }
 
     #[test]

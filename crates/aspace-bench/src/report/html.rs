@@ -291,7 +291,7 @@ fn workload_section(h: &mut String, p: &Page<'_>, w: &str) {
         h,
         "<details><summary>Every measurement ({repeat} repeat(s) each) with its extra \
          metrics</summary>\n<table><tr><th>design</th><th>threads</th><th>ops/s median</th>\
-         <th>min</th><th>max</th><th>ns/op</th><th>extra</th></tr>"
+         <th>min</th><th>max</th><th>spread</th><th>ns/op</th><th>extra</th></tr>"
     );
     for m in rows {
         let extra = m
@@ -302,13 +302,15 @@ fn workload_section(h: &mut String, p: &Page<'_>, w: &str) {
             .join(" ");
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td>\
-             <td class=\"l\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}%{}</td>\
+             <td>{:.1}</td><td class=\"l\">{}</td></tr>",
             esc(&m.design),
             m.threads,
             units::si(m.ops_per_sec),
             units::si(m.min_ops_per_sec),
             units::si(m.max_ops_per_sec),
+            100.0 * m.spread,
+            if m.unstable { " unstable" } else { "" },
             m.ns_per_op,
             esc(&extra)
         );
