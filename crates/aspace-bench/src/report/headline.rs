@@ -369,7 +369,7 @@ pub fn row_cells(h: &WorkloadHeadline, code: fn(&str) -> String) -> [String; 6] 
         .as_ref()
         .is_some_and(|b| b.design == h.winner.design);
     let verdict = match &h.lead {
-        Some(Verdict::Unstable) => format!("unstable ({})", unstable_names(h, code)),
+        Some(Verdict::Unstable) => format!("unstable: {}", unstable_names(h, code)),
         Some(Verdict::Tie) => format!(
             "tie: {}",
             h.tied
@@ -429,7 +429,7 @@ fn unstable_names(h: &WorkloadHeadline, code: fn(&str) -> String) -> String {
         .into_iter()
         .flatten()
         .filter(|e| e.unstable)
-        .map(|e| format!("{} spread {:.0}%", code(&e.design), 100.0 * e.spread))
+        .map(|e| format!("{} (spread {:.0}%)", code(&e.design), 100.0 * e.spread))
         .collect();
     join_and(&names)
 }
@@ -459,13 +459,24 @@ pub fn sentence(h: &WorkloadHeadline, code: fn(&str) -> String) -> String {
     let mut parts = Vec::new();
     let mut s = match &h.lead {
         Some(Verdict::Unstable) => format!(
-            "{at}, no winner: the repeats of {} disagree too much to rank the medians (best              median: {}, {}{lower})",
+            "{at}, no winner: the repeats of {} disagree too much to rank the medians (best \
+             median: {}, {}{lower})",
             unstable_names(h, code),
             code(&h.winner.design),
             h.winner_value()
         ),
         Some(Verdict::Tie) => {
-            let names: Vec<String> = h.tied.iter().map(|d| code(d)).collect();
+            let names: Vec<String> = h
+                .tied
+                .iter()
+                .map(|d| {
+                    if Some(d.as_str()) == base {
+                        format!("the baseline {}", code(d))
+                    } else {
+                        code(d)
+                    }
+                })
+                .collect();
             if let (Some(b), Some(r)) = (base, h.tied_vs_base) {
                 parts.push(format!(
                     "{} ahead of the baseline {} by at least {}",
@@ -496,7 +507,7 @@ pub fn sentence(h: &WorkloadHeadline, code: fn(&str) -> String) -> String {
             }
         }
     };
-    if !matches!(h.lead, Some(Verdict::Tie)) {
+    if !matches!(h.lead, Some(Verdict::Tie | Verdict::Unstable)) {
         if let (Some(b), Some(v)) = (base, &h.vs_base) {
             parts.push(match v {
                 Verdict::Wins { ratio, .. } => {
@@ -521,6 +532,29 @@ pub fn sentence(h: &WorkloadHeadline, code: fn(&str) -> String) -> String {
         let _ = write!(s, ", {}", join_and(&parts));
     }
     s.push('.');
+    // With no winner, the best median's standing against the baseline is its own sentence.
+    if let (Some(Verdict::Unstable), Some(b), Some(v)) = (&h.lead, base, &h.vs_base) {
+        match v {
+            Verdict::Wins { winner, ratio } if *winner == h.winner.design => {
+                let _ = write!(
+                    s,
+                    " {} is {} the baseline {}.",
+                    code(winner),
+                    units::ratio(*ratio),
+                    code(b)
+                );
+            }
+            Verdict::Tie => {
+                let _ = write!(
+                    s,
+                    " {} is level with the baseline {} (ranges overlap).",
+                    code(&h.winner.design),
+                    code(b)
+                );
+            }
+            _ => {}
+        }
+    }
     if let Some(sc) = &h.scaling {
         if sc.ratio > 1.0 {
             let _ = write!(
@@ -852,6 +886,16 @@ mod tests {
         let cells = row_cells(&h, backquote);
         assert_eq!(cells[2], "tie: `interval`, `coarse`");
         assert_eq!(cells[4], "-");
+        // A tie with the baseline names it as such.
+        let ms = vec![
+            Measurement::example("global", "linux", 2, 1.0e6, (0.9e6, 1.1e6)),
+            Measurement::example("global", "interval", 2, 1.05e6, (1.0e6, 1.2e6)),
+        ];
+        let s = sentence(&workload_headline("global", &ms).unwrap(), backquote);
+        assert!(
+            s.starts_with("At 2 threads, `interval` and the baseline `linux` tie"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -867,13 +911,15 @@ mod tests {
         let h = workload_headline("global", &ms).unwrap();
         assert_eq!(h.lead, Some(Verdict::Unstable));
         let s = sentence(&h, backquote);
-        assert!(
-            s.starts_with("At 2 threads, no winner: the repeats of `coarse` spread 377%"),
-            "{s}"
+        assert_eq!(
+            s,
+            "At 2 threads, no winner: the repeats of `coarse` (spread 377%) disagree too much \
+             to rank the medians (best median: `interval`, 3.1M ops/s). `interval` is 31x the \
+             baseline `linux`."
         );
         assert_eq!(
             row_cells(&h, backquote)[2],
-            "unstable (`coarse` spread 377%)"
+            "unstable: `coarse` (spread 377%)"
         );
         let t = takeaway(&[h], backquote);
         assert!(t.contains("global is unstable"), "{t}");
