@@ -308,6 +308,9 @@ pub struct RatioGroup {
     pub baseline: String,
     /// (design, advantage over the baseline) in report order: > 1 is better than the baseline.
     pub bars: Vec<(String, f64)>,
+    /// Per bar, what its verdict against the baseline adds to the ratio: `"tie"`, `"unstable"`
+    /// or `""` (a win); missing entries read as `""`.
+    pub notes: Vec<&'static str>,
 }
 
 /// The groups of the headline plot: the workloads whose baseline is `linux` (the address-space
@@ -338,17 +341,27 @@ fn ratio_group(workload: &str, ms: &[Measurement]) -> Option<RatioGroup> {
         .iter()
         .filter(|m| m.workload == workload && m.threads == threads)
         .collect();
-    let b = entry(at.iter().find(|m| m.design == base)?);
-    let bars: Vec<(String, f64)> = at
+    let bm = *at.iter().find(|m| m.design == base)?;
+    let b = entry(bm);
+    let (bars, notes): (Vec<(String, f64)>, Vec<&'static str>) = at
         .iter()
         .filter(|m| m.design != base)
-        .filter_map(|m| Some((m.design.clone(), advantage(latency, &entry(m), &b)?)))
-        .collect();
+        .filter_map(|m| {
+            let r = advantage(latency, &entry(m), &b)?;
+            let note = match compare(latency, m, bm) {
+                Verdict::Tie => "tie",
+                Verdict::Unstable => "unstable",
+                Verdict::Wins { .. } => "",
+            };
+            Some(((m.design.clone(), r), note))
+        })
+        .unzip();
     (!bars.is_empty()).then(|| RatioGroup {
         workload: workload.to_string(),
         threads,
         baseline: base.to_string(),
         bars,
+        notes,
     })
 }
 
@@ -773,6 +786,13 @@ mod tests {
         let g = ratio_groups(&ms[6..]);
         assert_eq!(g.len(), 1);
         assert_eq!(g[0].bars, vec![("skiplist".to_string(), 4.0)]);
+        assert_eq!(g[0].notes, [""]);
+        // Overlapping ranges: the bar says tie.
+        let close = vec![
+            m("ds-map", "btree", 2, 1e6),
+            m("ds-map", "skiplist", 2, 1.1e6),
+        ];
+        assert_eq!(ratio_groups(&close)[0].notes, ["tie"]);
     }
 
     #[test]
