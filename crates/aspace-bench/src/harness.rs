@@ -18,13 +18,31 @@
 //! body that overshoots by one batch adds at most a batch's time (nanoseconds to microseconds
 //! against hundreds of milliseconds).
 //!
-//! # Repeats ([`measure`])
+//! # Repeats, interleaved ([`run_points`])
 //! Each point is run `repeat` times; the report keeps the median throughput, the min and the max
-//! ([`Stats`]), and the median of every extra metric.
+//! ([`Stats`]), the spread and the stability flag (below), and the median of every extra metric.
+//!
+//! The repeats of the designs compared at one (workload, threads) point are *interleaved*:
+//! design A repeat 1, B repeat 1, A repeat 2, B repeat 2, ... rather than every repeat of A and
+//! then every repeat of B. A machine that drifts (a noisy neighbour, a frequency change, a
+//! hypervisor that deschedules a vCPU for a few seconds) then hits every design alike instead
+//! of making one design look several times faster than the other. Points are grouped by
+//! (workload, threads) in order of first appearance; each finished point is handed to
+//! `on_done` when its group ends, and the returned list keeps the order of the points given.
+//!
+//! # Spread and stability ([`Stats::spread`], [`Stats::unstable`])
+//! `spread` = (max - min) / median over the repeats (0 for one repeat). A point is **unstable**
+//! when its repeats do not agree on one value: max / min above [`UNSTABLE_MAX_OVER_MIN`] (1.5),
+//! or, sorting the repeats, the largest gap between two neighbours above
+//! [`UNSTABLE_GAP_OF_MEDIAN`] (25%) of the median: the repeats fall into two clusters (a
+//! bimodal benchmark, such as `global` at 9.3 M ops/s in one repeat and 1.9 M in the next). A
+//! point with a zero repeat beside a positive one is unstable too. One repeat is never
+//! unstable (there is nothing to compare it with); the verdicts of the report
+//! (`report/verdict.rs`) need at least two to mean anything.
 //!
 //! Not for: pinning threads to cores, warm-up discarding (the first repeat is kept; with a
 //! median over several repeats a cold first run does not move the result), or statistics beyond
-//! median and range.
+//! median, range and the stability rule.
 
 use crate::error::BenchError;
 use crate::measurement::Measurement;
@@ -136,7 +154,15 @@ where
     })
 }
 
-/// Median, minimum and maximum of a non-empty list of numbers.
+/// A point is unstable when its fastest repeat is more than this many times its slowest.
+pub const UNSTABLE_MAX_OVER_MIN: f64 = 1.5;
+
+/// A point is unstable when two neighbouring repeats (sorted) are further apart than this share
+/// of the median: the repeats form two clusters.
+pub const UNSTABLE_GAP_OF_MEDIAN: f64 = 0.25;
+
+/// Median, minimum and maximum of a non-empty list of numbers, and the largest gap between two
+/// neighbours in sorted order.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stats {
     /// The middle value (mean of the two middle values for an even count).
@@ -145,6 +171,8 @@ pub struct Stats {
     pub min: f64,
     /// The largest value.
     pub max: f64,
+    /// The largest difference between two neighbouring values in sorted order (0 for one).
+    pub gap: f64,
 }
 
 impl Stats {
@@ -161,11 +189,33 @@ impl Stats {
         } else {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         };
+        let gap = v.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
         Some(Stats {
             median,
             min: v[0],
             max: v[n - 1],
+            gap,
         })
+    }
+
+    /// (max - min) / median; 0 when the median is not positive.
+    pub fn spread(&self) -> f64 {
+        if self.median > 0.0 {
+            (self.max - self.min) / self.median
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether the values disagree too much to summarise by their median (see the module doc
+    /// for the rule).
+    pub fn unstable(&self) -> bool {
+        if self.max <= 0.0 || self.gap == 0.0 {
+            return false;
+        }
+        self.min <= 0.0
+            || self.max / self.min > UNSTABLE_MAX_OVER_MIN
+            || self.gap > UNSTABLE_GAP_OF_MEDIAN * self.median
     }
 }
 
@@ -192,6 +242,59 @@ impl std::fmt::Debug for Point<'_> {
     }
 }
 
+/// What the repeats of one point collected so far.
+#[derive(Debug, Default)]
+struct Collected {
+    rates: Vec<f64>,
+    extras: BTreeMap<String, Vec<f64>>,
+    op_threads: usize,
+}
+
+impl Collected {
+    fn add(&mut self, s: crate::workload::Sample) {
+        self.rates.push(s.ops_per_sec);
+        self.op_threads = s.op_threads.max(1);
+        for (k, v) in s.extra {
+            if v.is_finite() {
+                self.extras.entry(k).or_default().push(v);
+            }
+        }
+    }
+
+    fn summary(self, point: Point<'_>, config: &Config) -> Measurement {
+        let repeat = self.rates.len();
+        let stats = Stats::of(&self.rates).expect("repeat >= 1");
+        let ns_per_op = if stats.median > 0.0 {
+            self.op_threads.max(1) as f64 * 1e9 / stats.median
+        } else {
+            f64::INFINITY
+        };
+        Measurement {
+            workload: point.workload.name().to_string(),
+            design: point.design.to_string(),
+            threads: point.threads,
+            ops_per_sec: stats.median,
+            // Infinity does not survive JSON; a design that did nothing reports 0 ops and 0 ns.
+            ns_per_op: if ns_per_op.is_finite() {
+                ns_per_op
+            } else {
+                0.0
+            },
+            repeat,
+            min_ops_per_sec: stats.min,
+            max_ops_per_sec: stats.max,
+            spread: stats.spread(),
+            unstable: stats.unstable(),
+            duration_ms: config.duration.as_millis() as u64,
+            extra: self
+                .extras
+                .into_iter()
+                .filter_map(|(k, v)| Stats::of(&v).map(|s| (k, s.median)))
+                .collect(),
+        }
+    }
+}
+
 /// Runs one point `repeat` times and summarises it. `on_repeat` is called after each repeat.
 pub fn measure(
     point: Point<'_>,
@@ -199,56 +302,43 @@ pub fn measure(
     repeat: usize,
     mut on_repeat: impl FnMut(),
 ) -> Result<Measurement, BenchError> {
+    check_repeat(repeat)?;
+    let mut c = Collected::default();
+    for _ in 0..repeat {
+        c.add(point.workload.run(point.design, point.threads, config)?);
+        on_repeat();
+    }
+    Ok(c.summary(point, config))
+}
+
+fn check_repeat(repeat: usize) -> Result<(), BenchError> {
     if repeat == 0 {
         return Err(BenchError::InvalidArgument(
             "--repeat must be at least 1".into(),
         ));
     }
-    let mut rates = Vec::with_capacity(repeat);
-    let mut extras: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut op_threads = point.threads;
-    for _ in 0..repeat {
-        let s = point.workload.run(point.design, point.threads, config)?;
-        rates.push(s.ops_per_sec);
-        op_threads = s.op_threads.max(1);
-        for (k, v) in s.extra {
-            if v.is_finite() {
-                extras.entry(k).or_default().push(v);
-            }
-        }
-        on_repeat();
-    }
-    let stats = Stats::of(&rates).expect("repeat >= 1");
-    let ns_per_op = if stats.median > 0.0 {
-        op_threads as f64 * 1e9 / stats.median
-    } else {
-        f64::INFINITY
-    };
-    Ok(Measurement {
-        workload: point.workload.name().to_string(),
-        design: point.design.to_string(),
-        threads: point.threads,
-        ops_per_sec: stats.median,
-        // Infinity does not survive JSON; a design that did nothing reports 0 ops and 0 ns.
-        ns_per_op: if ns_per_op.is_finite() {
-            ns_per_op
-        } else {
-            0.0
-        },
-        repeat,
-        min_ops_per_sec: stats.min,
-        max_ops_per_sec: stats.max,
-        duration_ms: config.duration.as_millis() as u64,
-        extra: extras
-            .into_iter()
-            .filter_map(|(k, v)| Stats::of(&v).map(|s| (k, s.median)))
-            .collect(),
-    })
+    Ok(())
 }
 
-/// Measures every point in order, showing a progress bar on a terminal unless `quiet`, and
-/// calling `on_done` with each finished measurement (e.g. to print its JSON line at once, or to
-/// write the results so far); an error from `on_done` stops the run and is returned.
+/// The indices of `points` grouped by (workload, threads), groups in order of first
+/// appearance, points in their given order within a group.
+pub fn groups(points: &[Point<'_>]) -> Vec<Vec<usize>> {
+    let mut out: Vec<(&str, usize, Vec<usize>)> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let key = (p.workload.name(), p.threads);
+        match out.iter_mut().find(|(w, t, _)| (*w, *t) == key) {
+            Some((_, _, g)) => g.push(i),
+            None => out.push((key.0, key.1, vec![i])),
+        }
+    }
+    out.into_iter().map(|(_, _, g)| g).collect()
+}
+
+/// Measures every point, showing a progress bar on a terminal unless `quiet`, with the repeats
+/// of each (workload, threads) group interleaved across its designs (see the module doc), and
+/// calls `on_done` with each finished measurement when its group ends (e.g. to print its JSON
+/// line at once, or to write the results so far); an error from `on_done` stops the run and is
+/// returned. The measurements come back in the order of `points`.
 pub fn run_points(
     points: &[Point<'_>],
     config: &Config,
@@ -256,6 +346,7 @@ pub fn run_points(
     quiet: bool,
     mut on_done: impl FnMut(&Measurement) -> Result<(), BenchError>,
 ) -> Result<Vec<Measurement>, BenchError> {
+    check_repeat(repeat)?;
     let total = (points.len() * repeat) as u64;
     let bar = if quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -270,20 +361,34 @@ pub fn run_points(
         );
         bar
     };
-    let mut out = Vec::with_capacity(points.len());
-    for p in points {
-        bar.set_message(format!("{} {} {}T", p.workload.name(), p.design, p.threads));
-        let done = measure(*p, config, repeat, || bar.inc(1)).and_then(|m| on_done(&m).map(|()| m));
-        match done {
-            Ok(m) => out.push(m),
-            Err(e) => {
-                bar.finish_and_clear();
-                return Err(e);
+    let mut done: Vec<Option<Measurement>> = vec![None; points.len()];
+    let result = (|| {
+        for group in groups(points) {
+            let mut collected: Vec<Collected> =
+                group.iter().map(|_| Collected::default()).collect();
+            for rep in 1..=repeat {
+                for (&i, c) in group.iter().zip(&mut collected) {
+                    let p = &points[i];
+                    bar.set_message(format!(
+                        "{} {} {}T (repeat {rep}/{repeat})",
+                        p.workload.name(),
+                        p.design,
+                        p.threads
+                    ));
+                    c.add(p.workload.run(p.design, p.threads, config)?);
+                    bar.inc(1);
+                }
+            }
+            for (&i, c) in group.iter().zip(collected) {
+                let m = c.summary(points[i], config);
+                on_done(&m)?;
+                done[i] = Some(m);
             }
         }
-    }
+        Ok(())
+    })();
     bar.finish_and_clear();
-    Ok(out)
+    result.map(|()| done.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
@@ -298,7 +403,8 @@ mod tests {
             Stats {
                 median: 3.0,
                 min: 1.0,
-                max: 5.0
+                max: 5.0,
+                gap: 2.0,
             }
         );
     }
@@ -359,5 +465,135 @@ mod tests {
             |stop: &Stop| stop.count_batched(|| {})
         });
         assert!(calls >= 1);
+    }
+
+    #[test]
+    fn spread_is_the_range_over_the_median() {
+        let s = Stats::of(&[9.0, 10.0, 11.0]).unwrap();
+        assert!((s.spread() - 0.2).abs() < 1e-12);
+        assert!(!s.unstable());
+        assert_eq!(Stats::of(&[7.0]).unwrap().spread(), 0.0);
+        assert!(!Stats::of(&[7.0]).unwrap().unstable());
+    }
+
+    #[test]
+    fn bimodal_repeats_are_unstable() {
+        // `global` coarse 2T as filed: one repeat at 9.15 M among repeats near 1.9 M.
+        assert!(Stats::of(&[1.93e6, 9.15e6, 1.88e6]).unwrap().unstable());
+        // Two clusters whose max/min stays under 1.5: the gap between them is what counts.
+        let two = Stats::of(&[1.0, 1.02, 1.35, 1.37]).unwrap();
+        assert!(two.max / two.min < UNSTABLE_MAX_OVER_MIN);
+        assert!(two.unstable());
+        // A zero repeat beside a positive one.
+        assert!(Stats::of(&[0.0, 5.0, 5.0]).unwrap().unstable());
+        // Repeats that agree within 10% are not.
+        assert!(!Stats::of(&[1.0, 1.05, 1.1, 1.02]).unwrap().unstable());
+        assert!(!Stats::of(&[0.0, 0.0]).unwrap().unstable());
+    }
+
+    /// A workload that records the order in which its points run and returns a fixed rate.
+    struct Recorder {
+        calls: std::sync::Mutex<Vec<(&'static str, usize)>>,
+    }
+
+    impl Workload for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn about(&self) -> &'static str {
+            "records calls"
+        }
+        fn designs(&self) -> &'static [&'static str] {
+            &["a", "b"]
+        }
+        fn baseline(&self) -> Option<crate::workload::Baseline> {
+            None
+        }
+        fn run(
+            &self,
+            design: &str,
+            threads: usize,
+            _config: &Config,
+        ) -> Result<crate::workload::Sample, BenchError> {
+            let d = self.designs().iter().find(|d| **d == design).unwrap();
+            let mut calls = self.calls.lock().unwrap();
+            calls.push((d, threads));
+            let rate = calls.len() as f64;
+            Ok(crate::workload::Sample {
+                ops_per_sec: rate,
+                op_threads: threads,
+                extra: BTreeMap::new(),
+            })
+        }
+    }
+
+    #[test]
+    fn repeats_are_interleaved_across_designs_at_each_thread_count() {
+        let w = Recorder {
+            calls: Default::default(),
+        };
+        // Report order: design-major, as the suite and `bench` build it.
+        let points: Vec<Point<'_>> = [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+            .into_iter()
+            .map(|(design, threads)| Point {
+                workload: &w,
+                design,
+                threads,
+            })
+            .collect();
+        let mut finished = Vec::new();
+        let ms = run_points(&points, &Config::default(), 3, true, |m| {
+            finished.push((m.design.clone(), m.threads));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            *w.calls.lock().unwrap(),
+            [
+                ("a", 1),
+                ("b", 1),
+                ("a", 1),
+                ("b", 1),
+                ("a", 1),
+                ("b", 1),
+                ("a", 2),
+                ("b", 2),
+                ("a", 2),
+                ("b", 2),
+                ("a", 2),
+                ("b", 2),
+            ]
+        );
+        // Handed over when their group ends; returned in the order given.
+        let f = |d: &str, t| (d.to_string(), t);
+        assert_eq!(finished, [f("a", 1), f("b", 1), f("a", 2), f("b", 2)]);
+        let order: Vec<_> = ms.iter().map(|m| (m.design.clone(), m.threads)).collect();
+        assert_eq!(order, [f("a", 1), f("a", 2), f("b", 1), f("b", 2)]);
+        // `a` 1T ran as calls 1, 3, 5: median 3, range 1-5 (unstable: 5x).
+        assert_eq!(
+            (
+                ms[0].ops_per_sec,
+                ms[0].min_ops_per_sec,
+                ms[0].max_ops_per_sec
+            ),
+            (3.0, 1.0, 5.0)
+        );
+        assert_eq!(ms[0].repeat, 3);
+        assert!(ms[0].unstable);
+        assert!((ms[0].spread - 4.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn run_points_refuses_zero_repeats() {
+        let w = Recorder {
+            calls: Default::default(),
+        };
+        let p = [Point {
+            workload: &w,
+            design: "a",
+            threads: 1,
+        }];
+        assert!(run_points(&p, &Config::default(), 0, true, |_| Ok(())).is_err());
+        assert!(w.calls.lock().unwrap().is_empty());
     }
 }

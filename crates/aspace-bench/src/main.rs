@@ -344,7 +344,9 @@ fn default_suite(cli: &Cli) -> Result<(), BenchError> {
         Ok(())
     })?;
     print!("{}", table(&ms));
+    print!("{}", aspace_bench::report::headline::text(&ms));
     println!("results written to {}", dir.display());
+    println!("open {}", dir.join("index.html").display());
     Ok(())
 }
 

@@ -4,6 +4,9 @@
 //! suite stores them in `results.json` (an array) and `results.csv`. The fields are:
 //! - `ops_per_sec`: median over the repeats of the total throughput of all measuring threads;
 //! - `min_ops_per_sec`, `max_ops_per_sec`: the range over the repeats;
+//! - `spread`: (max - min) / median over the repeats;
+//! - `unstable`: the repeats disagree (max / min above 1.5, or two clusters: see `harness.rs`
+//!   for the rule); a comparison with an unstable point names no winner;
 //! - `ns_per_op`: `op_threads * 1e9 / ops_per_sec`, the mean time one thread spends per operation
 //!   (per-thread latency; at one thread, the single-thread latency of the paper figures);
 //! - `extra`: workload-specific metrics, each the median over the repeats (finite values only,
@@ -33,6 +36,13 @@ pub struct Measurement {
     pub min_ops_per_sec: f64,
     /// Fastest repeat.
     pub max_ops_per_sec: f64,
+    /// (max - min) / median over the repeats (0 in results written before it existed).
+    #[serde(default)]
+    pub spread: f64,
+    /// Whether the repeats disagree too much to summarise by their median (the rule is in
+    /// `harness.rs`; false in results written before it existed).
+    #[serde(default)]
+    pub unstable: bool,
     /// Measured duration of each repeat, in milliseconds.
     pub duration_ms: u64,
     /// Workload-specific metrics (median over repeats).
@@ -91,6 +101,8 @@ impl Measurement {
             repeat: 3,
             min_ops_per_sec: min,
             max_ops_per_sec: max,
+            spread: (max - min) / ops,
+            unstable: false,
             duration_ms: 500,
             extra: BTreeMap::new(),
         }
@@ -116,6 +128,8 @@ mod tests {
             repeat: 5,
             min_ops_per_sec: 1.9e7,
             max_ops_per_sec: 2.1e7,
+            spread: 0.1,
+            unstable: false,
             duration_ms: 500,
             extra: BTreeMap::from([("peak_pending".to_string(), 12.0)]),
         }
@@ -133,6 +147,8 @@ mod tests {
             repeat: 3,
             min_ops_per_sec: 5e4,
             max_ops_per_sec: 2e5,
+            spread: 1.5,
+            unstable: true,
             duration_ms: 500,
             extra: BTreeMap::new(),
         };
@@ -171,6 +187,8 @@ mod tests {
             "repeat",
             "min_ops_per_sec",
             "max_ops_per_sec",
+            "spread",
+            "unstable",
             "extra",
         ] {
             assert!(v.get(key).is_some(), "missing {key} in {line}");

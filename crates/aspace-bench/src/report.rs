@@ -3,17 +3,17 @@
 //!
 //! The table groups measurements by workload, in the order they were taken. Per row: design,
 //! threads, median throughput in ops/s (`12.35M`, `37.7`: `metis` does tens of jobs per second)
-//! with the [min-max] range over repeats, per-thread ns/op, the ratio to the workload's baseline
+//! with the [min-max] range over repeats (and `unstable` when the repeats disagree), per-thread ns/op, the ratio to the workload's baseline
 //! design **at the same thread count** (`87% of none`, `3.10x vs btree`; only when the baseline
 //! was measured in the same run), the scaling of the design against its own smallest thread
-//! count (`1.95x vs 1T`; not for `rcu-gp` or one-updater `rcu-update`, whose extra threads are
-//! readers), and the workload's extra metrics.
+//! count (`1.95x vs 1T`; not for `rcu-gp`, whose extra threads are readers), and the workload's extra metrics.
 //! Every ratio is computed from the measurements passed in, i.e. from the same run.
 //!
 //!
 //! Submodules, one concept each: [`units`] (numbers with units), [`headline`] (who wins where,
 //! computed), [`ratios`] (the per-workload ratio table), [`machine`] (`run.json`: machine,
-//! commit, settings), [`conflicts`] (reading `conflicts.json`) and [`html`] (`index.html`).
+//! commit, settings), [`verdict`] (winner, tie or unstable between two points), [`conflicts`]
+//! (reading `conflicts.json`) and [`html`] (`index.html`).
 //!
 //! Not for: plots (see `plot.rs`) or statistics beyond what the harness summarised.
 
@@ -23,6 +23,7 @@ pub mod html;
 pub mod machine;
 pub mod ratios;
 pub mod units;
+pub mod verdict;
 
 use crate::measurement::Measurement;
 use crate::workload::{Baseline, RatioStyle};
@@ -55,9 +56,15 @@ pub fn ratio_text(m: &Measurement, all: &[Measurement]) -> Option<String> {
         return None;
     }
     let r = m.ops_per_sec / base.ops_per_sec;
+    // A ratio whose verdict is no win (see `verdict.rs`) says so.
+    let note = match (m.design != base.design).then(|| verdict::compare(false, m, base)) {
+        Some(verdict::Verdict::Tie) => " (tie)",
+        Some(verdict::Verdict::Unstable) => " (unstable)",
+        _ => "",
+    };
     Some(match b.style {
-        RatioStyle::PercentOf => format!("{:.0}% of {}", 100.0 * r, b.design),
-        RatioStyle::TimesVs => format!("{:.2}x vs {}", r, b.design),
+        RatioStyle::PercentOf => format!("{:.0}% of {}{note}", 100.0 * r, b.design),
+        RatioStyle::TimesVs => format!("{:.2}x vs {}{note}", r, b.design),
     })
 }
 
@@ -116,12 +123,7 @@ pub fn table(ms: &[Measurement]) -> String {
                 [
                     m.design.clone(),
                     m.threads.to_string(),
-                    format!(
-                        "{} [{}-{}]",
-                        compact(m.ops_per_sec),
-                        compact(m.min_ops_per_sec),
-                        compact(m.max_ops_per_sec)
-                    ),
+                    range_text(m),
                     format!("{:.1}", m.ns_per_op),
                     [ratio_text(m, ms), scaling_text(m, ms)]
                         .into_iter()
@@ -179,25 +181,42 @@ fn extra_keys(ms: &[Measurement]) -> Vec<String> {
 }
 
 /// One line for a finished point, as the default suite prints its progress:
-/// `rcu-read none 2T: 12.3M ops/s [12.1M-12.5M], 81.30 ns/op`.
+/// `rcu-read none 2T: 12.3M ops/s [12.1M-12.5M] spread 3%, 81.30 ns/op` (and `, UNSTABLE`
+/// when the repeats disagree).
 pub fn progress_line(m: &Measurement) -> String {
     format!(
-        "{} {} {}T: {} ops/s [{}-{}], {:.2} ns/op",
+        "{} {} {}T: {} ops/s [{}-{}] spread {:.0}%, {:.2} ns/op{}",
         m.workload,
         m.design,
         m.threads,
         compact(m.ops_per_sec),
         compact(m.min_ops_per_sec),
         compact(m.max_ops_per_sec),
-        m.ns_per_op
+        100.0 * m.spread,
+        m.ns_per_op,
+        if m.unstable { ", UNSTABLE" } else { "" }
     )
 }
 
-/// CSV with one row per measurement; every extra key is a column (empty where absent).
+/// The range cell of the text table: `12.3M [12.1M-12.5M]`, with ` unstable` appended when the
+/// repeats disagree.
+fn range_text(m: &Measurement) -> String {
+    format!(
+        "{} [{}-{}]{}",
+        compact(m.ops_per_sec),
+        compact(m.min_ops_per_sec),
+        compact(m.max_ops_per_sec),
+        if m.unstable { " unstable" } else { "" }
+    )
+}
+
+/// CSV with one row per measurement (the columns of the JSON fields, `spread` and `unstable`
+/// after `duration_ms` so older columns keep their positions); every extra key is a column
+/// (empty where absent).
 pub fn csv(ms: &[Measurement]) -> String {
     let keys = extra_keys(ms);
     let mut out = String::from(
-        "workload,design,threads,ops_per_sec,ns_per_op,repeat,min_ops_per_sec,max_ops_per_sec,duration_ms",
+        "workload,design,threads,ops_per_sec,ns_per_op,repeat,min_ops_per_sec,max_ops_per_sec,duration_ms,spread,unstable",
     );
     for k in &keys {
         out.push(',');
@@ -207,7 +226,7 @@ pub fn csv(ms: &[Measurement]) -> String {
     for m in ms {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             m.workload,
             m.design,
             m.threads,
@@ -216,7 +235,9 @@ pub fn csv(ms: &[Measurement]) -> String {
             m.repeat,
             m.min_ops_per_sec,
             m.max_ops_per_sec,
-            m.duration_ms
+            m.duration_ms,
+            m.spread,
+            m.unstable
         );
         for k in &keys {
             out.push(',');
@@ -257,6 +278,21 @@ mod tests {
         ];
         assert_eq!(ratio_text(&ms[2], &ms).unwrap(), "75% of none");
         assert_eq!(ratio_text(&ms[4], &ms).unwrap(), "3.10x vs btree");
+        // Ranges of +-10%: 1.05x is a tie; an unstable point is said to be.
+        let close = vec![
+            m("ds-map", "btree", 2, 10.0),
+            m("ds-map", "bonsai", 2, 10.5),
+        ];
+        assert_eq!(
+            ratio_text(&close[1], &close).unwrap(),
+            "1.05x vs btree (tie)"
+        );
+        let mut shaky = ms[4].clone();
+        shaky.unstable = true;
+        assert_eq!(
+            ratio_text(&shaky, &ms).unwrap(),
+            "3.10x vs btree (unstable)"
+        );
     }
 
     #[test]
@@ -280,18 +316,19 @@ mod tests {
     fn scaling_is_not_shown_where_extra_threads_are_readers() {
         let ms = vec![m("rcu-gp", "memb", 1, 100.0), m("rcu-gp", "memb", 2, 10.0)];
         assert!(scaling_text(&ms[1], &ms).is_none());
+        // rcu-update counts the same operations at every thread count (the updater's
+        // updates in its one-updater mode), so its scaling is shown in both modes.
         let mut one_updater = vec![
             m("rcu-update", "memb", 1, 10.0),
-            m("rcu-update", "memb", 2, 90.0),
+            m("rcu-update", "memb", 2, 9.0),
         ];
         for x in &mut one_updater {
             x.extra.insert("update_pct".into(), 100.0);
         }
-        assert!(scaling_text(&one_updater[1], &one_updater).is_none());
-        for x in &mut one_updater {
-            x.extra.insert("update_pct".into(), 10.0);
-        }
-        assert!(scaling_text(&one_updater[1], &one_updater).is_some());
+        assert_eq!(
+            scaling_text(&one_updater[1], &one_updater).unwrap(),
+            "0.90x vs 1T"
+        );
     }
 
     #[test]
@@ -302,7 +339,7 @@ mod tests {
         let text = csv(&[a, b]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].ends_with(",duration_ms,peak_pending"));
+        assert!(lines[0].ends_with(",duration_ms,spread,unstable,peak_pending"));
         assert!(lines[1].ends_with(",7"));
         assert!(lines[2].ends_with(','));
     }

@@ -20,8 +20,13 @@
 //! array of measurements), both rewritten (through a temporary file and a rename) after every
 //! measured point so an interrupted run keeps what it measured, then at the end one SVG plot per
 //! workload, `headline.svg`, `headline.md` and `index.html` (see `render.rs`). The binary shows a
-//! progress bar on a terminal, or one line per point when its output is redirected, and prints
-//! the summary table to stdout.
+//! progress bar on a terminal, or one line per point when its output is redirected, and at the
+//! end prints the summary table, the headline table with its takeaway, and the path of
+//! `index.html` to stdout.
+//!
+//! The repeats of the designs at one (workload, threads) point are interleaved (A, B, A, B: see
+//! `harness.rs`), so `results.csv` and `results.json` grow by one (workload, threads) group at a
+//! time.
 //!
 //! Not for: careful measurements (use `aspace bench` with longer durations and more repeats).
 
@@ -285,6 +290,8 @@ mod tests {
             repeat: 1,
             min_ops_per_sec: 1e6,
             max_ops_per_sec: 1e6,
+            spread: 0.0,
+            unstable: false,
             duration_ms: 1,
             extra: Default::default(),
         };

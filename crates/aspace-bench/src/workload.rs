@@ -152,7 +152,8 @@ pub trait Workload: Send + Sync {
 
     /// Whether, for measurement `m`, throughput at more threads is scaling of the same work (the
     /// report's `x vs 1T` column). `rcu-gp` says no (its extra threads are readers, not more
-    /// synchronisers), as does `rcu-update` in its one-updater mode.
+    /// synchronisers). (`rcu-update` says yes in both modes: it counts the same operations at
+    /// every thread count.)
     fn thread_scaling(&self, m: &crate::measurement::Measurement) -> bool {
         let _ = m;
         true

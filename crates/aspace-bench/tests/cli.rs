@@ -443,6 +443,14 @@ fn quick_suite_prints_a_line_per_point_and_writes_the_csv() {
         let fields: Vec<&str> = row.split(',').collect();
         assert_eq!((fields[5], fields[8]), ("1", "100"), "{row}");
     }
+    // The end: the headline table, then where the page is.
+    let headline = stdout.find("== headline ==").expect("headline printed");
+    assert!(stdout[headline..].contains("verdict (median)"), "{stdout}");
+    let last = stdout.trim_end().lines().last().unwrap();
+    assert!(
+        last.starts_with("open results/") && last.ends_with("/index.html"),
+        "{stdout}"
+    );
     for f in ["results.json", "rcu-read.svg", "ds-map.svg", "index.html"] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }

@@ -4,7 +4,8 @@
 //! (`linux`) it is at the workload's largest thread count, on a log axis with the baseline at 1.
 //!
 //! A bar grows up from 1 for a design faster than the baseline and down for a slower one, and
-//! carries its ratio as text; bars of one design have one colour across workloads (see
+//! carries its ratio as text, followed by "tie" or "unstable" when its verdict against the
+//! baseline is no win (`report/verdict.rs`); bars of one design have one colour across workloads (see
 //! `style.rs`), so `coarse` against `interval` reads across the groups. Latency workloads
 //! compare latencies (baseline / design), so up is better there too.
 //!
@@ -121,10 +122,15 @@ pub fn headline_svg(groups: &[RatioGroup]) -> Result<Option<String>, String> {
                     )))
                     .map_err(|e| e.to_string())?;
                 let dy = if y >= 0.0 { -14 } else { 4 };
+                // A ratio whose verdict is no win says so on the bar ("1.06x tie").
+                let label = match g.notes.get(bi).copied().unwrap_or("") {
+                    "" => units::ratio(*r),
+                    note => format!("{} {note}", units::ratio(*r)),
+                };
                 chart
                     .draw_series(std::iter::once(
                         EmptyElement::at(((x0 + x1) / 2.0, y))
-                            + Text::new(units::ratio(*r), (-12, dy), (FONT, 11)),
+                            + Text::new(label, (-12, dy), (FONT, 11)),
                     ))
                     .map_err(|e| e.to_string())?;
             }
@@ -163,14 +169,18 @@ mod tests {
             threads: 2,
             baseline: "linux".into(),
             bars: bars.iter().map(|(d, r)| (d.to_string(), *r)).collect(),
+            notes: Vec::new(),
         }
     }
 
     #[test]
     fn headline_plot_has_a_bar_and_ratio_per_design_and_the_baseline_at_one() {
+        let mut global = group("global", &[("coarse", 8.4), ("interval", 9.0)]);
+        global.notes = vec!["tie", "unstable"];
         let gs = vec![
             group("local", &[("coarse", 27.0), ("interval", 12.0)]),
             group("alloc", &[("coarse", 0.5), ("interval", 11.0)]),
+            global,
         ];
         let svg = headline_svg(&gs).unwrap().unwrap();
         for s in [
@@ -179,6 +189,8 @@ mod tests {
             "alloc (2T)",
             "27x",
             "0.5x",
+            "8.4x tie",
+            "9x unstable",
             "linux = 1x",
             "coarse",
             "interval",

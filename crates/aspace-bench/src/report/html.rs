@@ -1,19 +1,25 @@
 //! The results page, `index.html`: what a user opens first after a run.
 //!
-//! Order: the headline (one computed sentence per workload, the headline table and the
-//! headline plot), then per workload what it does (`aspace list`'s text), which paper figure it
-//! mirrors, its plot, its ratio table and, folded, every measurement with its extra metrics;
-//! then the conflict audit (or how to make one), the machine, commit and settings, and links to
-//! the data files. The page is static: inline CSS, relative links, no script and no network, so
+//! Order: one short takeaway paragraph (generated from the verdicts of the address-space
+//! workloads, or of every workload when the run has none), the headline table once (the
+//! address-space workloads first), then the address-space (VM) workloads, then the building
+//! blocks (RCU, interval maps, counters); per workload its verdict sentence, what it does
+//! (`aspace list`'s text), which paper figure it mirrors, its plot, its ratio table and,
+//! folded, every measurement with its extra metrics; then the conflict audit (or how to make
+//! one), the machine, commit and settings, and links to the data files (the headline plot is
+//! linked there, not repeated on the page). The page is static: inline CSS, relative links, no script and no network, so
 //! it reads the same opened from disk.
 //!
 //! Not for: drawing (the SVGs are drawn by `plot`; this page only links them by file name).
 
 use crate::measurement::Measurement;
 use crate::report::conflicts::{top_lines, ConflictRecord, CONFLICTS_JSON};
-use crate::report::headline::{headlines, row_cells, sentence, HEAD};
+use crate::report::headline::{
+    headlines, row_cells, sentence, takeaway, workload_headline, WorkloadHeadline, HEAD,
+};
 use crate::report::machine::{RunInfo, RUN_JSON};
 use crate::report::ratios::{ratio_table, Cell, RatioTable};
+use crate::report::verdict::Verdict;
 use crate::report::{compact, units, workload_order};
 use crate::workloads;
 use std::fmt::Write as _;
@@ -67,9 +73,21 @@ pub fn index_html(p: &Page<'_>) -> String {
     if let Some(run) = p.run {
         let _ = writeln!(h, "<p>{}</p>", esc(&run.summary_line()));
     }
-    headline_section(&mut h, p);
-    for w in workload_order(p.ms) {
-        workload_section(&mut h, p, w);
+    let (vm, blocks): (Vec<&str>, Vec<&str>) = workload_order(p.ms)
+        .into_iter()
+        .partition(|w| workloads::is_address_space(w));
+    headline_section(&mut h, p, &vm);
+    for (id, title, ws) in [
+        ("vm", "Address-space workloads", &vm),
+        ("blocks", "Building blocks", &blocks),
+    ] {
+        if ws.is_empty() {
+            continue;
+        }
+        let _ = writeln!(h, "<h2 id=\"{id}\">{title}</h2>");
+        for w in ws {
+            workload_section(&mut h, p, w);
+        }
     }
     conflict_section(&mut h, p);
     machine_section(&mut h, p);
@@ -78,49 +96,60 @@ pub fn index_html(p: &Page<'_>) -> String {
     h
 }
 
-fn headline_section(h: &mut String, p: &Page<'_>) {
-    h.push_str("<section id=\"headline\"><h2>Headline</h2>\n");
+fn headline_section(h: &mut String, p: &Page<'_>, vm: &[&str]) {
     let hs = headlines(p.ms);
     if hs.is_empty() {
-        h.push_str("<p>No measurement with a positive throughput.</p></section>\n");
+        h.push_str(
+            "<section id=\"headline\"><p>No measurement with a positive throughput.</p>\
+             </section>\n",
+        );
         return;
     }
-    h.push_str("<ul>\n");
-    for x in &hs {
-        let _ = writeln!(
-            h,
-            "<li><a href=\"#w-{w}\">{w}</a>: {}</li>",
-            sentence(x, code),
-            w = esc(&x.workload)
-        );
-    }
-    h.push_str("</ul>\n");
-    if let Some(svg) = p.headline_svg {
-        let _ = writeln!(
-            h,
-            "<p><img src=\"{f}\" alt=\"each design against its baseline\"></p>",
-            f = esc(svg)
-        );
-    }
-    h.push_str("<table><tr>");
+    // The address-space workloads first, in report order, then the building blocks.
+    let (mut first, rest): (Vec<WorkloadHeadline>, Vec<WorkloadHeadline>) = hs
+        .into_iter()
+        .partition(|x| vm.contains(&x.workload.as_str()));
+    let summary = if first.is_empty() { &rest } else { &first };
+    let _ = writeln!(
+        h,
+        "<section id=\"takeaway\"><p class=\"takeaway\">{}{}</p></section>",
+        if first.is_empty() {
+            ""
+        } else {
+            "Address spaces: "
+        },
+        takeaway(summary, code)
+    );
+    h.push_str("<section id=\"headline\"><table><tr>");
     for c in HEAD {
         let _ = write!(h, "<th>{c}</th>");
     }
     h.push_str("</tr>\n");
-    for x in &hs {
+    first.extend(rest);
+    for x in &first {
         h.push_str("<tr>");
-        for c in row_cells(x, code) {
+        for (i, c) in row_cells(x, code).into_iter().enumerate() {
             // Cells hold code() markup around escaped names; the rest is our own text.
-            let _ = write!(h, "<td class=\"l\">{c}</td>");
+            if i == 0 {
+                let _ = write!(
+                    h,
+                    "<td class=\"l\"><a href=\"#w-{w}\">{w}</a></td>",
+                    w = esc(&c)
+                );
+            } else {
+                let _ = write!(h, "<td class=\"l\">{c}</td>");
+            }
         }
         h.push_str("</tr>\n");
     }
     h.push_str(
-        "</table>\n<p><small>Medians at the largest thread count each workload ran at. \"vs\": how \
-         many times better the winner is (throughput ratio; for latency workloads, latency \
-         ratio). Best scaling: throughput at the largest thread count over the smallest. A lead \
-         of a few percent is within the min-max range; see the tables below.</small></p>\
-         </section>\n",
+        "</table>\n<p><small>Medians at the largest thread count each workload ran at. A design \
+         is named the winner only when its [min, max] range over the repeats lies clear of the \
+         other design's and neither point is unstable (repeats that disagree: max/min above \
+         1.5, or two clusters); otherwise the verdict is a tie or unstable. \"vs\": how many \
+         times better the best median is (throughput ratio; for latency workloads, latency \
+         ratio). Best scaling: throughput at the largest thread count over the smallest, named \
+         only above 1x.</small></p></section>\n",
     );
 }
 
@@ -207,8 +236,17 @@ fn ratio_table_html(h: &mut String, t: &RatioTable) {
             );
         }
         if t.baseline.is_some() {
-            for v in &r.vs_baseline {
-                let _ = write!(h, "<td>{}</td>", v.map_or("-".to_string(), units::ratio));
+            for (v, verdict) in r.vs_baseline.iter().zip(&r.vs_baseline_verdict) {
+                let note = match verdict {
+                    Some(Verdict::Tie) => " <small>(tie)</small>",
+                    Some(Verdict::Unstable) => " <small>(unstable)</small>",
+                    _ => "",
+                };
+                let _ = write!(
+                    h,
+                    "<td>{}{note}</td>",
+                    v.map_or("-".to_string(), units::ratio)
+                );
             }
         }
         h.push_str("</tr>\n");
@@ -217,7 +255,10 @@ fn ratio_table_html(h: &mut String, t: &RatioTable) {
 }
 
 fn workload_section(h: &mut String, p: &Page<'_>, w: &str) {
-    let _ = writeln!(h, "<section id=\"w-{id}\"><h2>{id}</h2>", id = esc(w));
+    let _ = writeln!(h, "<section id=\"w-{id}\"><h3>{id}</h3>", id = esc(w));
+    if let Some(x) = workload_headline(w, p.ms) {
+        let _ = writeln!(h, "<p class=\"verdict\"><b>{}</b></p>", sentence(&x, code));
+    }
     match workloads::find(w) {
         Ok(wl) => {
             let _ = writeln!(h, "<p>{}.</p>", esc(wl.about()));
@@ -250,7 +291,7 @@ fn workload_section(h: &mut String, p: &Page<'_>, w: &str) {
         h,
         "<details><summary>Every measurement ({repeat} repeat(s) each) with its extra \
          metrics</summary>\n<table><tr><th>design</th><th>threads</th><th>ops/s median</th>\
-         <th>min</th><th>max</th><th>ns/op</th><th>extra</th></tr>"
+         <th>min</th><th>max</th><th>spread</th><th>ns/op</th><th>extra</th></tr>"
     );
     for m in rows {
         let extra = m
@@ -261,13 +302,15 @@ fn workload_section(h: &mut String, p: &Page<'_>, w: &str) {
             .join(" ");
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td>\
-             <td class=\"l\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}%{}</td>\
+             <td>{:.1}</td><td class=\"l\">{}</td></tr>",
             esc(&m.design),
             m.threads,
             units::si(m.ops_per_sec),
             units::si(m.min_ops_per_sec),
             units::si(m.max_ops_per_sec),
+            100.0 * m.spread,
+            if m.unstable { " unstable" } else { "" },
             m.ns_per_op,
             esc(&extra)
         );
@@ -465,12 +508,16 @@ mod tests {
         let plots = vec![("local".to_string(), "local.svg".to_string())];
         let html = page(&ms, Some(&run), None, &plots);
         let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("missing {s}"));
-        assert!(at("id=\"headline\"") < at("id=\"w-local\""));
-        assert!(at("id=\"w-local\"") < at("id=\"conflicts\""));
+        assert!(at("id=\"takeaway\"") < at("id=\"headline\""));
+        assert!(at("id=\"headline\"") < at("id=\"vm\""));
+        assert!(at("id=\"vm\"") < at("id=\"w-local\""));
+        assert!(at("id=\"w-local\"") < at("id=\"blocks\""));
+        assert!(at("id=\"blocks\"") < at("id=\"w-rcu-gp\""));
+        assert!(at("id=\"w-rcu-gp\"") < at("id=\"conflicts\""));
         assert!(at("id=\"conflicts\"") < at("id=\"machine\""));
         assert!(at("id=\"machine\"") < at("id=\"files\""));
         for s in [
-            "<img src=\"headline.svg\"",
+            "<a href=\"headline.svg\">",
             "<img src=\"local.svg\"",
             "<a href=\"results.csv\">",
             "<a href=\"results.json\">",
@@ -481,7 +528,9 @@ mod tests {
             "84f1f8d (dirty)",
             "500 ms x 3 repeats, threads 1,2",
             // The headline: coarse 60x linux at 2 threads.
-            "<code>coarse</code> leads with 3M ops/s: 60x the baseline <code>linux</code>",
+            "<code>coarse</code> leads with 3M ops/s, 60x the baseline <code>linux</code>",
+            // The takeaway, from the verdicts of the address-space workloads.
+            "Address spaces: Of 1 workload compared at 2 threads, <code>coarse</code> wins local.",
             // The ratio table: scaling and vs baseline.
             "<th>vs linux at 2T</th>",
             "<td>0.75x</td>",
@@ -532,5 +581,43 @@ mod tests {
         );
         // Without run.json the machine section says so.
         assert!(html.contains("Not recorded"));
+    }
+
+    #[test]
+    fn page_leads_with_the_takeaway_and_the_vm_workloads_before_the_building_blocks() {
+        // Report order puts the building blocks first; the page must not.
+        let ms = vec![
+            m("rcu-read", "none", 2, 2e7),
+            m("rcu-read", "memb", 2, 1.9e7),
+            m("ds-map", "btree", 2, 1e6),
+            m("ds-map", "skiplist", 2, 2.54e6),
+            m("local", "linux", 2, 5e4),
+            m("local", "interval", 2, 3e6),
+            m("global", "linux", 2, 1e5),
+            Measurement::example("global", "coarse", 2, 1.2e6, (1.1e6, 9.3e6)),
+            Measurement::example("global", "interval", 2, 10.1e6, (9.0e6, 10.3e6)),
+        ];
+        let html = page(&ms, None, None, &[]);
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("missing {s}"));
+        assert!(at("class=\"takeaway\"") < at("<table>"));
+        for vm in ["id=\"w-local\"", "id=\"w-global\""] {
+            for block in ["id=\"w-rcu-read\"", "id=\"w-ds-map\""] {
+                assert!(at(vm) < at(block), "{vm} after {block}");
+            }
+        }
+        // The headline table appears once, address spaces first; no headline plot on the page.
+        assert_eq!(html.matches("<th>verdict (median)</th>").count(), 1);
+        assert!(at("<a href=\"#w-local\">") < at("<a href=\"#w-ds-map\">"));
+        assert!(!html.contains("<img src=\"headline.svg\""));
+        // The takeaway speaks of the VM workloads only, and the tie is a tie.
+        let takeaway = &html[at("class=\"takeaway\"")..at("id=\"headline\"")];
+        assert!(
+            takeaway.contains("<code>interval</code> wins local"),
+            "{takeaway}"
+        );
+        assert!(takeaway.contains("global is a tie"), "{takeaway}");
+        assert!(!takeaway.contains("ds-map"), "{takeaway}");
+        // No runner-up equal to the baseline.
+        assert!(!html.contains("runner-up"));
     }
 }

@@ -6,13 +6,13 @@
 //! operation (with the range converted by [`Measurement::latency_ns`]). "vs baseline" is an
 //! advantage: the throughput ratio design / baseline, or for latencies baseline / design, so
 //! above 1 is better than the baseline either way. Scaling is left out where the workload says
-//! its extra threads do not do more of the same work (`rcu-gp`, `fault-load`, one-updater
-//! `rcu-update`).
+//! its extra threads do not do more of the same work (`rcu-gp`, `fault-load`).
 //!
 //! Not for: rendering (see `html.rs`).
 
 use crate::measurement::Measurement;
 use crate::report::headline::is_latency;
+use crate::report::verdict::{compare, Verdict};
 use crate::workloads;
 
 /// A median and its range over the repeats, in the table's unit.
@@ -37,6 +37,10 @@ pub struct Row {
     pub scaling: Option<f64>,
     /// Advantage over the baseline at each thread count.
     pub vs_baseline: Vec<Option<f64>>,
+    /// The verdict against the baseline at each thread count (`None` for the baseline itself
+    /// and where either was not measured): a ratio whose verdict is a tie or unstable is not
+    /// a lead.
+    pub vs_baseline_verdict: Vec<Option<Verdict>>,
 }
 
 /// The ratio table of one workload.
@@ -119,6 +123,13 @@ pub fn ratio_table(workload: &str, ms: &[Measurement]) -> RatioTable {
                         advantage(find(d, t)?, base)
                     })
                     .collect(),
+                vs_baseline_verdict: threads
+                    .iter()
+                    .map(|&t| {
+                        let b = baseline.as_deref().filter(|b| *b != d)?;
+                        Some(compare(latency, find(d, t)?, find(b, t)?))
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -161,6 +172,13 @@ mod tests {
         let bonsai = &t.rows[2];
         assert!(bonsai.cells[0].is_none() && bonsai.scaling.is_none());
         assert_eq!(bonsai.vs_baseline, [None, Some(0.5)]);
+        // Ranges of [ops/2, ops*2]: skiplist's 6M [3M-12M] overlaps btree's 1M [0.5M-2M]?
+        // No: 3M > 2M, a win at 2T; at 1T 4M [2M-8M] touches 2M [1M-4M], a tie.
+        assert_eq!(sk.vs_baseline_verdict[0], Some(Verdict::Tie));
+        assert!(sk.vs_baseline_verdict[1]
+            .as_ref()
+            .is_some_and(|v| v.won_by("skiplist")));
+        assert_eq!(t.rows[0].vs_baseline_verdict, [None, None]);
     }
 
     #[test]

@@ -51,6 +51,16 @@ pub fn all() -> Vec<&'static dyn Workload> {
     ]
 }
 
+/// Whether `name` is an address-space (VM) workload: one whose designs are whole address
+/// spaces compared with `linux` (the report shows these first; the others are the building
+/// blocks: RCU, interval maps, counters). False for a name this binary does not know.
+pub fn is_address_space(name: &str) -> bool {
+    find(name)
+        .ok()
+        .and_then(|w| w.baseline())
+        .is_some_and(|b| b.design == vm::BASELINE.design)
+}
+
 /// The workload called `name`.
 ///
 /// # Errors
@@ -105,6 +115,29 @@ mod tests {
         let err = find("rcu-reed").err().unwrap();
         assert!(matches!(err, BenchError::UnknownWorkload { .. }));
         assert!(err.to_string().contains("rcu-read"));
+    }
+
+    #[test]
+    fn the_vm_workloads_are_the_address_space_ones() {
+        for w in [
+            "alloc",
+            "alloc-fault-modify",
+            "local",
+            "pipeline",
+            "global",
+            "fault-load",
+        ] {
+            assert!(is_address_space(w), "{w}");
+        }
+        for w in [
+            "rcu-read",
+            "rcu-update",
+            "ds-map",
+            "readers-writers",
+            "no-such",
+        ] {
+            assert!(!is_address_space(w), "{w}");
+        }
     }
 
     #[test]
