@@ -51,19 +51,29 @@ struct DomainInner<F: Flavor> {
     reclaimer_id: std::thread::ThreadId,
 }
 
+#[cfg(not(loom))]
+thread_local! {
+    /// Whether this thread is a reclaimer (of any domain): a last handle dropped here detaches
+    /// its domain's reclaimer instead of joining it.
+    static ON_A_RECLAIMER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl<F: Flavor> Drop for DomainInner<F> {
     fn drop(&mut self) {
         self.core.queue.request_shutdown();
         #[cfg(not(loom))]
         if let Some(handle) = self.reclaimer.take() {
-            if std::thread::current().id() != self.reclaimer_id {
+            if !ON_A_RECLAIMER.with(|on| on.get()) {
                 // The reclaimer catches callback panics, so it normally ends by draining.
                 if let Err(payload) = handle.join() {
                     self.reclaimer_died(payload);
                 }
             }
-            // Otherwise a callback dropped the last handle: the reclaimer, detached, drains the
-            // queue and exits when that callback returns.
+            // Otherwise a callback (of this domain or of another) dropped the last handle: the
+            // reclaimer, detached, drains the queue and exits on its own. Joining it here could
+            // deadlock: two domains whose callbacks drop each other's last handle would each
+            // wait for the other's reclaimer (review of issue 17:
+            // `last_handles_dropped_by_each_others_callbacks_do_not_deadlock`).
         }
         #[cfg(loom)]
         {
@@ -150,6 +160,7 @@ impl<F: Flavor> Domain<F> {
             let handle = std::thread::Builder::new()
                 .name(format!("aspace-rcu-{}-reclaimer", F::NAME))
                 .spawn(move || {
+                    ON_A_RECLAIMER.with(|on| on.set(true));
                     let core = thread_core;
                     let synchronize = || {
                         #[cfg(test)]

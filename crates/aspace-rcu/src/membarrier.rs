@@ -125,9 +125,16 @@ pub(crate) fn force_mb_in_threads(mode: MembMode) {
     #[cfg(all(target_os = "linux", not(loom)))]
     if mode == MembMode::Membarrier {
         // Registration succeeded in init() (the only way to get this mode), after which the
-        // command cannot fail; a failure would mean the kernel broke its contract.
+        // command fails only if the kernel refuses it to this thread (a seccomp filter added
+        // later, ENOMEM). Then no grace period can be proven, and unwinding is no way out: the
+        // writer has already advanced the grace-period counter, so a concurrent synchronize()
+        // waiting on the writer mutex would take the early exit with no grace period elapsed
+        // and free memory readers still hold (review of issue 17). Abort, loudly.
         if let Err(errno) = sys::membarrier(sys::CMD_PRIVATE_EXPEDITED) {
-            panic!("membarrier(PRIVATE_EXPEDITED) failed after registration: errno {errno}");
+            eprintln!(
+                "aspace-rcu: membarrier(PRIVATE_EXPEDITED) failed after registration (errno                  {errno}): no grace period can be proven; aborting"
+            );
+            std::process::abort();
         }
     }
     #[cfg(any(not(target_os = "linux"), loom))]

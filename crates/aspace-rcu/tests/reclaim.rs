@@ -288,3 +288,41 @@ fn callback_panic_whose_payload_panics_on_drop_does_not_kill_the_reclaimer() {
     barrier_returns(&domain, "second barrier");
     assert_eq!(drops.load(Ordering::SeqCst), 2);
 }
+
+/// Sends one message when dropped.
+struct Signal(mpsc::Sender<()>);
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// A retired object that owns a handle of another domain, then a signal: fields drop in order,
+/// so the signal goes only after the handle's drop returned.
+struct OwnsHandle<F: Flavor>(#[allow(dead_code)] Domain<F>, #[allow(dead_code)] Signal);
+
+fn each_others_last_handles<F: Flavor>() {
+    let (tx, rx) = mpsc::channel();
+    let a = Domain::<F>::new();
+    let b = Domain::<F>::new();
+    a.defer_drop(OwnsHandle(b.clone(), Signal(tx.clone())));
+    b.defer_drop(OwnsHandle(a.clone(), Signal(tx)));
+    // Now each domain's last handle is in the other's queue: each reclaimer drops the other's
+    // last handle, which used to join that reclaimer while it joined this one.
+    drop(a);
+    drop(b);
+    for _ in 0..2 {
+        // A bound, not a synchronization: the deadlock hung both reclaimers forever.
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("a reclaimer hung joining the other domain's reclaimer (deadlock)");
+    }
+}
+
+/// Regression (review of issue 17): two domains whose callbacks drop each other's last handle
+/// deadlocked, each reclaimer joining the other.
+#[test]
+fn last_handles_dropped_by_each_others_callbacks_do_not_deadlock() {
+    each_others_last_handles::<Memb>();
+    each_others_last_handles::<Qsbr>();
+}
