@@ -145,7 +145,21 @@ impl<F: Flavor> Domain<F> {
     }
 
     /// A new domain with the given reclaimer batching (and, for `memb`, barrier mode).
+    ///
+    /// # Panics
+    /// If the reclaimer thread cannot be spawned (the process is out of threads or memory);
+    /// [`Domain::try_with_config`] returns that error instead.
     pub fn with_config(config: DomainConfig) -> Self {
+        Self::try_with_config(config).expect("aspace-rcu: cannot spawn the reclaimer thread")
+    }
+
+    /// [`Domain::with_config`] that returns the error of spawning the reclaimer thread
+    /// (`EAGAIN` under a thread or memory limit) instead of panicking; nothing is left behind
+    /// then.
+    ///
+    /// # Errors
+    /// The spawn's error.
+    pub fn try_with_config(config: DomainConfig) -> std::io::Result<Self> {
         let core = Arc::new(Core::<F> {
             global: F::new_global(&config),
             registry: Registry::new(),
@@ -173,21 +187,20 @@ impl<F: Flavor> Domain<F> {
                         core.synchronize();
                     };
                     core.queue.run(synchronize, &core.stats);
-                })
-                .expect("aspace-rcu: cannot spawn the reclaimer thread");
+                })?;
             let reclaimer_id = handle.thread().id();
-            Self {
+            Ok(Self {
                 inner: Arc::new(DomainInner {
                     core,
                     reclaimer: Some(handle),
                     reclaimer_id,
                 }),
-            }
+            })
         }
         #[cfg(loom)]
-        Self {
+        Ok(Self {
             inner: Arc::new(DomainInner { core }),
-        }
+        })
     }
 
     fn core(&self) -> &Core<F> {

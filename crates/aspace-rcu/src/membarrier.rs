@@ -84,23 +84,70 @@ pub(crate) fn init() -> Result<(), MembarrierError> {
     }
     #[cfg(all(target_os = "linux", not(loom)))]
     {
-        static STATE: std::sync::OnceLock<Result<(), MembarrierError>> = std::sync::OnceLock::new();
-        *STATE.get_or_init(|| {
-            let supported =
-                sys::membarrier(sys::CMD_QUERY).map_err(MembarrierError::QueryFailed)?;
-            if supported & libc::c_long::from(sys::CMD_PRIVATE_EXPEDITED) == 0 {
-                return Err(MembarrierError::PrivateExpeditedUnsupported);
-            }
-            sys::membarrier(sys::CMD_REGISTER_PRIVATE_EXPEDITED)
-                .map_err(MembarrierError::RegisterFailed)?;
-            // Prove the command works before any reader relies on it.
-            sys::membarrier(sys::CMD_PRIVATE_EXPEDITED).map_err(MembarrierError::RegisterFailed)?;
-            Ok(())
-        })
+        use std::sync::atomic::Ordering::{Acquire, Release};
+        // No once-cell: a cell held "running" across these system calls would be inherited in
+        // that state by a child forked meanwhile, whose own first space would then wait forever
+        // for a thread that does not exist there (review of issue 17). The commands are
+        // idempotent, so racing first callers each run them and store the same answer.
+        // Acquire: pairs with the Release store below (the registration happened before).
+        if let Some(known) = decode(STATE.load(Acquire)) {
+            return known;
+        }
+        let result = register();
+        // Release: publishes that this process is registered.
+        STATE.store(encode(result), Release);
+        result
     }
     #[cfg(all(not(target_os = "linux"), not(loom)))]
     {
         Err(MembarrierError::NotLinux)
+    }
+}
+
+/// [`init`]'s answer: 0 unknown, 1 registered, else an error ([`encode`]).
+#[cfg(all(target_os = "linux", not(loom)))]
+static STATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Queries, registers and proves the private expedited command.
+#[cfg(all(target_os = "linux", not(loom)))]
+fn register() -> Result<(), MembarrierError> {
+    let supported = sys::membarrier(sys::CMD_QUERY).map_err(MembarrierError::QueryFailed)?;
+    if supported & libc::c_long::from(sys::CMD_PRIVATE_EXPEDITED) == 0 {
+        return Err(MembarrierError::PrivateExpeditedUnsupported);
+    }
+    #[cfg(test)]
+    tests::registering();
+    sys::membarrier(sys::CMD_REGISTER_PRIVATE_EXPEDITED)
+        .map_err(MembarrierError::RegisterFailed)?;
+    // Prove the command works before any reader relies on it.
+    sys::membarrier(sys::CMD_PRIVATE_EXPEDITED).map_err(MembarrierError::RegisterFailed)?;
+    Ok(())
+}
+
+/// [`STATE`]'s word for `r` (never 0).
+#[cfg(all(target_os = "linux", not(loom)))]
+fn encode(r: Result<(), MembarrierError>) -> u64 {
+    let errno = |e: i32| u64::from(e as u32);
+    match r {
+        Ok(()) => 1,
+        Err(MembarrierError::QueryFailed(e)) => 2 | errno(e) << 8,
+        Err(MembarrierError::PrivateExpeditedUnsupported) => 3,
+        Err(MembarrierError::RegisterFailed(e)) => 4 | errno(e) << 8,
+        Err(MembarrierError::NotLinux) => 5,
+    }
+}
+
+/// The answer [`encode`] stored, `None` for 0 (not known yet).
+#[cfg(all(target_os = "linux", not(loom)))]
+fn decode(w: u64) -> Option<Result<(), MembarrierError>> {
+    let errno = (w >> 8) as u32 as i32;
+    match w & 0xff {
+        0 => None,
+        1 => Some(Ok(())),
+        2 => Some(Err(MembarrierError::QueryFailed(errno))),
+        3 => Some(Err(MembarrierError::PrivateExpeditedUnsupported)),
+        4 => Some(Err(MembarrierError::RegisterFailed(errno))),
+        _ => Some(Err(MembarrierError::NotLinux)),
     }
 }
 
@@ -142,4 +189,69 @@ pub(crate) fn force_mb_in_threads(mode: MembMode) {
     // SeqCst: orders the writer's following accesses (reads of reader words, frees) after the
     // forced reader barriers.
     fence(SeqCst);
+}
+
+#[cfg(all(test, target_os = "linux", not(loom)))]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// What a thread runs when it reaches the pause point inside a registration.
+    type Pause = Box<dyn FnOnce()>;
+
+    thread_local! {
+        /// The pause point inside the first registration (between the query and the register
+        /// command), armed per thread.
+        static AT_REGISTER: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    }
+
+    /// Runs this thread's armed pause, if any.
+    pub(super) fn registering() {
+        if let Some(f) = AT_REGISTER.with(|c| c.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// Regression (review of issue 17): a child forked while another thread ran the first
+    /// registration inherited a once-cell in its "running" state and hung in its own first
+    /// `init()` (so in `Domain::new`, so in building an address space).
+    #[test]
+    fn a_child_forked_during_the_first_registration_registers_on_its_own() {
+        use std::sync::atomic::Ordering::Relaxed;
+        STATE.store(0, Relaxed); // As in a process that never registered.
+        let (at_register, stopped) = std::sync::mpsc::channel::<()>();
+        let (go_on, resume) = std::sync::mpsc::channel::<()>();
+        let first = std::thread::spawn(move || {
+            AT_REGISTER.with(|c| {
+                *c.borrow_mut() = Some(Box::new(move || {
+                    at_register.send(()).unwrap();
+                    resume.recv().unwrap();
+                }))
+            });
+            init()
+        });
+        stopped.recv().unwrap(); // The first registration is under way.
+                                 // SAFETY: the child only calls `init` (system calls and atomics, no lock another
+                                 // thread could hold: that is what the test checks) and `_exit`.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            // A bound, not a synchronization: the bug made this wait forever.
+            // SAFETY: async-signal-safe calls only.
+            unsafe { libc::alarm(20) };
+            let code = if init().is_ok() { 0 } else { 1 };
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        let waited = unsafe { libc::waitpid(child, &mut status, 0) };
+        go_on.send(()).unwrap();
+        first.join().unwrap().unwrap();
+        assert_eq!(waited, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child's first init() hung or failed (status {status:#x}: SIGALRM means hung)"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 //! the window forever, and the RCU domain's reclaimer thread does not exist. So a space created
 //! before a fork refuses every use in the child with a clear error instead of hanging: each
 //! space records the process's *fork generation* when built, a `pthread_atfork` child handler
-//! (registered once per process) bumps the generation, and every public entry point compares
+//! (registered by the first space of the process) bumps the generation, and every public entry point compares
 //! the two (one `Relaxed` load of a shared, almost never written word). Dropping such a space
 //! (or a core handle: its whole core, caches and RCU reader included) in the child leaks it
 //! rather than touching its locks or joining a thread that does not exist. The child may build new spaces of its own.
@@ -14,14 +14,17 @@
 //! Not for: making a space usable across a fork (a child gets no copy of the parent's space).
 
 use crate::sync::stat::AtomicU64;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
-use std::sync::Once;
 
 /// Forks this process has gone through, as seen by the current process.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Registers the child handler once.
-static REGISTER: Once = Once::new();
+/// Whether the child handler is registered. Not a `Once`: a `Once` held "running" by a thread
+/// that registers while another thread forks would stay running in the child, whose first space
+/// would wait for it forever (review of issue 17). Racing first callers may each register the
+/// handler; a fork then bumps the generation more than once, which changes nothing.
+static REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// Runs in the child right after `fork()` (async-signal-safe: one atomic add).
 extern "C" fn in_child() {
@@ -31,12 +34,15 @@ extern "C" fn in_child() {
 /// The process's current fork generation; the first call registers the `pthread_atfork`
 /// handler, so a space built afterwards notices every later fork.
 pub(crate) fn generation() -> u64 {
-    REGISTER.call_once(|| {
+    // Acquire: pairs with the Release store below (the handler was registered before).
+    if !REGISTERED.load(Ordering::Acquire) {
         // SAFETY: registers a plain `extern "C"` function with no captured state; it only
         // performs an atomic add, which is safe in a forked child.
         let rc = unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
         assert_eq!(rc, 0, "pthread_atfork failed: {rc}");
-    });
+        // Release: a caller that sees the flag sees the registration.
+        REGISTERED.store(true, Ordering::Release);
+    }
     // Relaxed: the child handler runs in the child's only thread before anything else there.
     GENERATION.load(Ordering::Relaxed)
 }

@@ -10,7 +10,7 @@
 
 use crate::config::Config;
 use crate::counters::Counters;
-use crate::error::VmError;
+use crate::error::{Limit, VmError};
 use crate::fork;
 use crate::frames::FramePool;
 use crate::page_table::{PageTables, VA_BITS};
@@ -77,7 +77,9 @@ impl Shared {
     /// The shared state of a new, empty space.
     ///
     /// # Errors
-    /// [`VmError::InvalidArgument`] for a range beyond the page tables; the frame pool's errors.
+    /// [`VmError::InvalidArgument`] for a range beyond the page tables; the frame pool's errors;
+    /// [`VmError::OutOfMemory`] (`Limit::Memory`) when the RCU reclaimer thread cannot be
+    /// spawned.
     pub(crate) fn new(
         config: Config,
         shootdown_policy: ShootdownPolicy,
@@ -87,6 +89,10 @@ impl Shared {
                 "max_addr beyond the 48-bit four-level page tables",
             ));
         }
+        // First: a space that cannot have its reclaimer thread (a thread or memory limit) is
+        // refused before the frame reservation is made.
+        let domain = aspace_rcu::Domain::try_with_config(aspace_rcu::DomainConfig::default())
+            .map_err(|_| VmError::OutOfMemory(Limit::Memory))?;
         Ok(Shared {
             bounds: Bounds {
                 min_addr: config.min_addr,
@@ -96,7 +102,7 @@ impl Shared {
             pool: FramePool::new(config.memory, config.frame_batch)?,
             shootdown: Shootdown::new(config.max_cores),
             shootdown_policy,
-            domain: aspace_rcu::Domain::new(),
+            domain,
             counters: Counters::new(config.max_cores),
             anon_ids: AnonIds::new(),
             born: fork::generation(),
