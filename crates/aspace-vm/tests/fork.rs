@@ -73,8 +73,8 @@ fn child_checks(space: AddressSpace, mut core: aspace_vm::CoreHandle, a: u64) ->
     OK
 }
 
-#[test]
-fn a_space_used_in_a_forked_child_fails_with_forked_child() {
+/// A `coarse` space, a core of it, and a page of it the core wrote (7).
+fn space_with_a_written_page() -> (AddressSpace, aspace_vm::CoreHandle, u64) {
     let space = AddressSpace::builder()
         .design(Design::Coarse)
         .memory(4 << 20)
@@ -85,6 +85,12 @@ fn a_space_used_in_a_forked_child_fails_with_forked_child() {
         .mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
         .unwrap();
     core.write(a, &[7]).unwrap();
+    (space, core, a)
+}
+
+#[test]
+fn a_space_used_in_a_forked_child_fails_with_forked_child() {
+    let (space, mut core, a) = space_with_a_written_page();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let busy = s.spawn(|| {
@@ -180,18 +186,9 @@ fn wait_bounded(pid: libc::pid_t, limit: Duration) -> Option<libc::c_int> {
 
 #[test]
 fn a_forked_childs_drop_of_handle_and_space_takes_no_lock_a_parent_thread_held() {
-    let space = AddressSpace::builder()
-        .design(Design::Coarse)
-        .memory(4 << 20)
-        .build()
-        .unwrap();
-    let mut core = space.attach().unwrap();
     // Faulting a page in fills the core's frame cache (the rest of its first batch) and
     // installs page tables from its table cache.
-    let a = core
-        .mmap(0, 4096, Prot::READ_WRITE, MapFlags::PRIVATE_ANONYMOUS)
-        .unwrap();
-    core.write(a, &[7]).unwrap();
+    let (space, mut core, a) = space_with_a_written_page();
     let (held_tx, held_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let status = std::thread::scope(|s| {
