@@ -58,9 +58,9 @@ use std::time::{Duration, Instant};
 /// Operations a body performs between two polls of the stop flag.
 pub const BATCH: u64 = 64;
 
-/// The flag the coordinator raises when the duration is over.
+/// The flag the coordinator raises when the duration is over, and when it did.
 #[derive(Debug, Default)]
-pub struct Stop(AtomicBool);
+pub struct Stop(AtomicBool, std::sync::OnceLock<Instant>);
 
 impl Stop {
     /// Whether the measurement is over.
@@ -71,7 +71,20 @@ impl Stop {
     }
 
     fn set(&self) {
+        let _ = self.1.set(Instant::now());
         self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// The part of `[from, now)` inside the measured window (up to the stop): what a body
+    /// excludes for housekeeping that began at `from`. Housekeeping that runs past the stop
+    /// must not exclude more than the window (its ops per active second would read zero: a
+    /// reset that outlasted a short window in a debug build did).
+    pub fn time_inside(&self, from: Instant) -> Duration {
+        let spent = from.elapsed();
+        match self.1.get() {
+            Some(&at) => spent.min(at.saturating_duration_since(from)),
+            None => spent,
+        }
     }
 
     /// Runs `op` in batches of [`BATCH`] until the flag is raised; returns how many ran.
@@ -394,6 +407,21 @@ pub fn run_points(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: a reset that outlasted a short window (a debug build's `alloc` on
+    /// `interval`) excluded more than the window, and the thread read 0 ops/s.
+    #[test]
+    fn housekeeping_past_the_stop_excludes_only_the_part_inside_the_window() {
+        let stop = Stop::default();
+        let before = Instant::now();
+        stop.set();
+        let after = Instant::now();
+        let inside = stop.time_inside(before);
+        assert!(inside <= after.duration_since(before), "{inside:?}");
+        assert_eq!(stop.time_inside(after), Duration::ZERO);
+        let unset = Stop::default();
+        assert!(unset.time_inside(before) >= after.duration_since(before));
+    }
 
     #[test]
     fn stats_of_odd_count_takes_the_middle() {

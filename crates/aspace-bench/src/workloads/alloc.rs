@@ -88,7 +88,7 @@ impl VmBench for Alloc {
                     if live == budget {
                         let start = Instant::now();
                         unmap_runs(&mut core, &mut runs);
-                        excluded += start.elapsed();
+                        excluded += stop.time_inside(start);
                         live = 0;
                         resets += 1;
                     }

@@ -65,7 +65,7 @@ impl MapBench for DsAlloc {
                             let start = Instant::now();
                             map.map(arena.clone(), None)
                                 .expect("the arena is a valid range");
-                            excluded += start.elapsed();
+                            excluded += stop.time_inside(start);
                             live = 0;
                             resets += 1;
                         }

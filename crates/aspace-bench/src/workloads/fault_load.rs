@@ -76,7 +76,7 @@ impl Faulter {
 
     /// Takes one fault (re-arming the region, untimed, when it is used up).
     #[inline]
-    pub(crate) fn fault<C: VmCore>(&mut self, core: &mut C) {
+    pub(crate) fn fault<C: VmCore>(&mut self, core: &mut C, stop: &Stop) {
         // SAFETY: inside this thread's own region, shared with no one.
         unsafe { core.store(self.base + self.next * PAGE, 1) };
         self.next += 1;
@@ -85,7 +85,7 @@ impl Faulter {
             // SAFETY: this thread's own region, not used again.
             unsafe { core.munmap(self.base, REGION) };
             self.base = core.mmap(self.hint, REGION);
-            self.excluded += start.elapsed();
+            self.excluded += stop.time_inside(start);
             self.next = 0;
             self.rearms += 1;
         }
@@ -143,7 +143,7 @@ impl VmBench for FaultLoad {
                             r.pairs += 1;
                         } else if let Some(f) = faulter.as_mut() {
                             for _ in 0..FAULT_BATCH {
-                                f.fault(&mut core);
+                                f.fault(&mut core, stop);
                             }
                             r.count.ops += FAULT_BATCH;
                         } else {
@@ -154,7 +154,7 @@ impl VmBench for FaultLoad {
                     let f = faulter.as_mut().expect("threads > 0 fault");
                     while !stop.is_set() {
                         for _ in 0..FAULT_BATCH {
-                            f.fault(&mut core);
+                            f.fault(&mut core, stop);
                         }
                         r.count.ops += FAULT_BATCH;
                     }
