@@ -32,6 +32,7 @@ use super::super::workloads::vm::{
 };
 use super::super::workloads::{local, pipeline};
 use crate::error::BenchError;
+use crate::harness::Stop;
 use aspace_conflicts::{run_rounds, Recorded};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -222,8 +223,10 @@ fn fault_load_ops(driver: &AspaceDriver, cores: usize, rounds: u64) -> Recorded 
                 unsafe { core.munmap(p, PAGE) };
             }
             Role::Faulter(f) => {
+                // No measured window here (rounds, not time): a stop never set.
+                let never = Stop::default();
                 for _ in 0..FAULT_BATCH {
-                    f.fault(core);
+                    f.fault(core, &never);
                 }
             }
         },
