@@ -266,8 +266,10 @@ struct ShootdownSlot {
 pub(crate) struct Shootdown {
     slots: Box<[CachePadded<ShootdownSlot>]>,
     /// Bit `i` set while slot `i` is registered. Dense, so a shooter reads one word per 64
-    /// slots instead of touching every slot's cache line.
-    registered: Box<[AtomicU64]>,
+    /// slots instead of touching every slot's cache line. Each word has a line of its own: every
+    /// `munmap` reads it, and a small heap box shares its line with whatever the allocator put
+    /// beside it (the conflict audit caught a neighbour written by every operation).
+    registered: Box<[CachePadded<AtomicU64>]>,
     /// Shootdowns initiated, for the protocol's own tests (which run rounds without a core).
     /// The engine counts rounds per core instead (`counters.rs`): one shared counter bumped
     /// by every round was a cache line every `munmap` of every core wrote.
@@ -302,7 +304,7 @@ impl Shootdown {
             })
             .collect();
         let registered = (0..max_cores.div_ceil(64))
-            .map(|_| AtomicU64::new(0))
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect();
         Shootdown {
             slots,
