@@ -37,14 +37,20 @@
 //! [`UNSTABLE_GAP_OF_MEDIAN`] (25%) of the median: the repeats fall into two clusters (a
 //! bimodal benchmark, such as `global` at 9.3 M ops/s in one repeat and 1.9 M in the next). A
 //! point with a zero repeat beside a positive one is unstable too. One repeat is never
-//! unstable (there is nothing to compare it with); the verdicts of the report
+//! unstable by this rule (there is nothing to compare it with); the verdicts of the report
 //! (`report/verdict.rs`) need at least two to mean anything.
+//!
+//! A point is unstable too when, during any of its repeats, other processes and the hypervisor
+//! (steal) took more than [`BUSY_MAX_PCT`] of the machine's CPUs (`interference.rs`, recorded
+//! as the measurement's `busy_pct`): its figure measures the neighbour as much as the design.
+//! That was the cause of `global`'s bimodality (see `interference.rs`).
 //!
 //! Not for: pinning threads to cores, warm-up discarding (the first repeat is kept; with a
 //! median over several repeats a cold first run does not move the result), or statistics beyond
 //! median, range and the stability rule.
 
 use crate::error::BenchError;
+use crate::interference::{self, Interference, BUSY_MAX_PCT};
 use crate::measurement::Measurement;
 use crate::workload::{Config, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -259,13 +265,16 @@ impl std::fmt::Debug for Point<'_> {
 #[derive(Debug, Default)]
 struct Collected {
     rates: Vec<f64>,
+    busy_pct: f64,
     extras: BTreeMap<String, Vec<f64>>,
     op_threads: usize,
 }
 
 impl Collected {
-    fn add(&mut self, s: crate::workload::Sample) {
+    /// Adds one repeat's sample and what the rest of the machine did during it.
+    fn add(&mut self, (s, busy): (crate::workload::Sample, Interference)) {
         self.rates.push(s.ops_per_sec);
+        self.busy_pct = self.busy_pct.max(busy.busy_pct());
         self.op_threads = s.op_threads.max(1);
         for (k, v) in s.extra {
             if v.is_finite() {
@@ -297,7 +306,8 @@ impl Collected {
             min_ops_per_sec: stats.min,
             max_ops_per_sec: stats.max,
             spread: stats.spread(),
-            unstable: stats.unstable(),
+            unstable: stats.unstable() || self.busy_pct > BUSY_MAX_PCT,
+            busy_pct: self.busy_pct,
             duration_ms: config.duration.as_millis() as u64,
             extra: self
                 .extras
@@ -318,10 +328,20 @@ pub fn measure(
     check_repeat(repeat)?;
     let mut c = Collected::default();
     for _ in 0..repeat {
-        c.add(point.workload.run(point.design, point.threads, config)?);
+        c.add(run_once(point, config)?);
         on_repeat();
     }
     Ok(c.summary(point, config))
+}
+
+/// One repeat of `point`, with what other processes and steal took from the machine meanwhile.
+fn run_once(
+    point: Point<'_>,
+    config: &Config,
+) -> Result<(crate::workload::Sample, Interference), BenchError> {
+    let (sample, busy) =
+        interference::during(|| point.workload.run(point.design, point.threads, config));
+    Ok((sample?, busy))
 }
 
 fn check_repeat(repeat: usize) -> Result<(), BenchError> {
@@ -388,7 +408,7 @@ pub fn run_points(
                         p.design,
                         p.threads
                     ));
-                    c.add(p.workload.run(p.design, p.threads, config)?);
+                    c.add(run_once(*p, config)?);
                     bar.inc(1);
                 }
             }

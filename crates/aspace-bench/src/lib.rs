@@ -29,6 +29,7 @@
 pub mod conflicts;
 pub mod error;
 pub mod harness;
+pub mod interference;
 pub mod limits;
 pub mod measurement;
 pub mod plot;

@@ -248,6 +248,7 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
 
 fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let plan = plan(args)?;
+    warn_if_busy();
     let stdout = std::io::stdout();
     let ms = run_points(&plan.points, &plan.config, plan.repeat, plan.json, |m| {
         if plan.json {
@@ -329,6 +330,7 @@ fn default_suite(cli: &Cli) -> Result<(), BenchError> {
     // Refuse bad options before creating the results directory.
     suite::points_for(&opts)?;
     let dir = suite::results_dir(std::path::Path::new("results"));
+    warn_if_busy();
     // The progress bar is drawn only when stderr is a terminal; whenever that bar is not what
     // the user sees (stderr or stdout redirected), print one line per measured point instead.
     let lines = !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal());
@@ -348,6 +350,15 @@ fn default_suite(cli: &Cli) -> Result<(), BenchError> {
     println!("results written to {}", dir.display());
     println!("open {}", dir.join("index.html").display());
     Ok(())
+}
+
+/// Prints a warning (stderr) when other work takes a noticeable share of the CPUs in the quarter
+/// second before a run (`interference.rs`); every point measured meanwhile is flagged anyway.
+fn warn_if_busy() {
+    let now = aspace_bench::interference::sample(std::time::Duration::from_millis(250));
+    if let Some(w) = aspace_bench::interference::busy_warning(now) {
+        eprintln!("{w}");
+    }
 }
 
 /// Ends the process for a command line clap refused. A number that did not parse (a negative

@@ -6,7 +6,10 @@
 //! - `min_ops_per_sec`, `max_ops_per_sec`: the range over the repeats;
 //! - `spread`: (max - min) / median over the repeats;
 //! - `unstable`: the repeats disagree (max / min above 1.5, or two clusters: see `harness.rs`
-//!   for the rule); a comparison with an unstable point names no winner;
+//!   for the rule), or the machine was busy with other work during a repeat; a comparison with
+//!   an unstable point names no winner;
+//! - `busy_pct`: the most CPU capacity (percent of all CPUs) other processes and the hypervisor
+//!   (steal) took during one repeat (`interference.rs`); above 10 the point is unstable;
 //! - `ns_per_op`: `op_threads * 1e9 / ops_per_sec`, the mean time one thread spends per operation
 //!   (per-thread latency; at one thread, the single-thread latency of the paper figures);
 //! - `extra`: workload-specific metrics, each the median over the repeats (finite values only,
@@ -43,6 +46,11 @@ pub struct Measurement {
     /// `harness.rs`; false in results written before it existed).
     #[serde(default)]
     pub unstable: bool,
+    /// The most CPU capacity (percent of all CPUs) that other processes and steal took during
+    /// one of the repeats (`interference.rs`; 0 in results written before it existed). Above
+    /// `interference::BUSY_MAX_PCT` the point is unstable.
+    #[serde(default)]
+    pub busy_pct: f64,
     /// Measured duration of each repeat, in milliseconds.
     pub duration_ms: u64,
     /// Workload-specific metrics (median over repeats).
@@ -103,6 +111,7 @@ impl Measurement {
             max_ops_per_sec: max,
             spread: (max - min) / ops,
             unstable: false,
+            busy_pct: 0.0,
             duration_ms: 500,
             extra: BTreeMap::new(),
         }
@@ -130,6 +139,7 @@ mod tests {
             max_ops_per_sec: 2.1e7,
             spread: 0.1,
             unstable: false,
+            busy_pct: 0.0,
             duration_ms: 500,
             extra: BTreeMap::from([("peak_pending".to_string(), 12.0)]),
         }
@@ -149,6 +159,7 @@ mod tests {
             max_ops_per_sec: 2e5,
             spread: 1.5,
             unstable: true,
+            busy_pct: 0.0,
             duration_ms: 500,
             extra: BTreeMap::new(),
         };

@@ -182,10 +182,10 @@ fn extra_keys(ms: &[Measurement]) -> Vec<String> {
 
 /// One line for a finished point, as the default suite prints its progress:
 /// `rcu-read none 2T: 12.3M ops/s [12.1M-12.5M] spread 3%, 81.30 ns/op` (and `, UNSTABLE`
-/// when the repeats disagree).
+/// when the repeats disagree or the machine was busy, then `, machine 23% busy`).
 pub fn progress_line(m: &Measurement) -> String {
     format!(
-        "{} {} {}T: {} ops/s [{}-{}] spread {:.0}%, {:.2} ns/op{}",
+        "{} {} {}T: {} ops/s [{}-{}] spread {:.0}%, {:.2} ns/op{}{}",
         m.workload,
         m.design,
         m.threads,
@@ -194,29 +194,46 @@ pub fn progress_line(m: &Measurement) -> String {
         compact(m.max_ops_per_sec),
         100.0 * m.spread,
         m.ns_per_op,
-        if m.unstable { ", UNSTABLE" } else { "" }
+        if m.unstable { ", UNSTABLE" } else { "" },
+        busy_text(m, ", ")
     )
+}
+
+/// `machine 23% busy` (after `sep`) when other processes and steal took more than
+/// `interference::BUSY_MAX_PCT` of the CPUs during a repeat of `m`, else nothing.
+fn busy_text(m: &Measurement, sep: &str) -> String {
+    if m.busy_pct > crate::interference::BUSY_MAX_PCT {
+        format!("{sep}machine {:.0}% busy", m.busy_pct)
+    } else {
+        String::new()
+    }
 }
 
 /// The range cell of the text table: `12.3M [12.1M-12.5M]`, with ` unstable` appended when the
-/// repeats disagree.
+/// repeats disagree, and ` (machine 23% busy)` when others took the CPUs.
 fn range_text(m: &Measurement) -> String {
+    let busy = busy_text(m, "");
     format!(
-        "{} [{}-{}]{}",
+        "{} [{}-{}]{}{}",
         compact(m.ops_per_sec),
         compact(m.min_ops_per_sec),
         compact(m.max_ops_per_sec),
-        if m.unstable { " unstable" } else { "" }
+        if m.unstable { " unstable" } else { "" },
+        if busy.is_empty() {
+            busy
+        } else {
+            format!(" ({busy})")
+        }
     )
 }
 
-/// CSV with one row per measurement (the columns of the JSON fields, `spread` and `unstable`
-/// after `duration_ms` so older columns keep their positions); every extra key is a column
+/// CSV with one row per measurement (the columns of the JSON fields, `spread`, `unstable` and
+/// `busy_pct` after `duration_ms` so older columns keep their positions); every extra key is a column
 /// (empty where absent).
 pub fn csv(ms: &[Measurement]) -> String {
     let keys = extra_keys(ms);
     let mut out = String::from(
-        "workload,design,threads,ops_per_sec,ns_per_op,repeat,min_ops_per_sec,max_ops_per_sec,duration_ms,spread,unstable",
+        "workload,design,threads,ops_per_sec,ns_per_op,repeat,min_ops_per_sec,max_ops_per_sec,duration_ms,spread,unstable,busy_pct",
     );
     for k in &keys {
         out.push(',');
@@ -226,7 +243,7 @@ pub fn csv(ms: &[Measurement]) -> String {
     for m in ms {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             m.workload,
             m.design,
             m.threads,
@@ -237,7 +254,8 @@ pub fn csv(ms: &[Measurement]) -> String {
             m.max_ops_per_sec,
             m.duration_ms,
             m.spread,
-            m.unstable
+            m.unstable,
+            m.busy_pct
         );
         for k in &keys {
             out.push(',');
@@ -339,7 +357,7 @@ mod tests {
         let text = csv(&[a, b]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].ends_with(",duration_ms,spread,unstable,peak_pending"));
+        assert!(lines[0].ends_with(",duration_ms,spread,unstable,busy_pct,peak_pending"));
         assert!(lines[1].ends_with(",7"));
         assert!(lines[2].ends_with(','));
     }

@@ -292,6 +292,7 @@ mod tests {
             max_ops_per_sec: 1e6,
             spread: 0.0,
             unstable: false,
+            busy_pct: 0.0,
             duration_ms: 1,
             extra: Default::default(),
         };

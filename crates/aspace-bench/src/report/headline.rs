@@ -38,8 +38,10 @@ pub struct Entry {
     pub ns_per_op: f64,
     /// (max - min) / median over the repeats.
     pub spread: f64,
-    /// Whether the repeats disagree (see `harness.rs`).
+    /// Whether the repeats disagree or the machine was busy (see `harness.rs`).
     pub unstable: bool,
+    /// Most CPU share other processes and steal took during a repeat (`interference.rs`).
+    pub busy_pct: f64,
 }
 
 /// The best scaling of a workload: a design's throughput at the largest thread count over its
@@ -136,6 +138,7 @@ fn entry(m: &Measurement) -> Entry {
         ns_per_op: m.ns_per_op,
         spread: m.spread,
         unstable: m.unstable,
+        busy_pct: m.busy_pct,
     }
 }
 
@@ -436,13 +439,25 @@ fn verdict_cell(v: &Verdict, other: &str, code: fn(&str) -> String) -> String {
     }
 }
 
-/// The unstable designs among the winner and the runner-up, with their spreads.
+/// The unstable designs among the winner and the runner-up, with their spreads (and the share
+/// of the machine others took, when that is what made them unstable).
 fn unstable_names(h: &WorkloadHeadline, code: fn(&str) -> String) -> String {
     let names: Vec<String> = [Some(&h.winner), h.runner_up.as_ref()]
         .into_iter()
         .flatten()
         .filter(|e| e.unstable)
-        .map(|e| format!("{} (spread {:.0}%)", code(&e.design), 100.0 * e.spread))
+        .map(|e| {
+            if e.busy_pct > crate::interference::BUSY_MAX_PCT {
+                format!(
+                    "{} (spread {:.0}%, machine {:.0}% busy with other work)",
+                    code(&e.design),
+                    100.0 * e.spread,
+                    e.busy_pct
+                )
+            } else {
+                format!("{} (spread {:.0}%)", code(&e.design), 100.0 * e.spread)
+            }
+        })
         .collect();
     join_and(&names)
 }

@@ -26,6 +26,13 @@
 //! leaves a barrier at once, and never remaps its part afterwards (another thread may still be
 //! writing the region); the coordinator unmaps the region after the threads joined.
 //!
+//! Noise: every round waits for every thread twice, so a thread descheduled for a scheduler
+//! tick (another process on its CPU, a vCPU the hypervisor gave away) stalls the whole round
+//! while its partners spin. On a machine with as many CPUs as threads that made this workload
+//! bimodal (9.3 M against 1.7-1.9 M ops/s at 2 threads on the 2-vCPU guest, issue 18); the
+//! harness now records how busy the machine was during each repeat and flags such points
+//! unstable (`interference.rs`).
+//!
 //! Not for: private pages (`local`) or pairwise sharing (`pipeline`).
 
 use super::vm::{map_anchor, unmap_anchor, wait_until, VmBench, VmCore, VmDriver, HINT_BASE, PAGE};
