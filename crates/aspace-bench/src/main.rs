@@ -91,6 +91,13 @@ enum Command {
     },
     /// Cache-line conflict audit of a VM workload (needs `--features conflicts`).
     Conflicts(ConflictsArgs),
+    /// Put the headline verdicts of several results directories side by side and say whether
+    /// the runs agree on every winner (Markdown on stdout).
+    Agree {
+        /// Two or more results directories (`results/<timestamp>`).
+        #[arg(required = true, num_args = 2..)]
+        dirs: Vec<std::path::PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -352,6 +359,24 @@ fn default_suite(cli: &Cli) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// `aspace agree`: the runs' headline verdicts side by side.
+fn agree(dirs: &[std::path::PathBuf]) -> Result<(), BenchError> {
+    use aspace_bench::report::agreement::{compare_runs, markdown};
+    let runs = dirs
+        .iter()
+        .map(|d| aspace_bench::render::read_measurements(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = dirs
+        .iter()
+        .map(|d| {
+            d.file_name()
+                .map_or_else(|| d.display().to_string(), |n| n.to_string_lossy().into())
+        })
+        .collect();
+    print!("{}", markdown(&names, &compare_runs(&runs)));
+    Ok(())
+}
+
 /// Prints a warning (stderr) when other work takes a noticeable share of the CPUs in the quarter
 /// second before a run (`interference.rs`); every point measured meanwhile is flagged anyway.
 fn warn_if_busy() {
@@ -392,6 +417,7 @@ fn main() -> ExitCode {
         Some(Command::Report { dir }) => aspace_bench::render::report_dir(dir)
             .map(|()| println!("wrote {}", dir.join("index.html").display())),
         Some(Command::Conflicts(args)) => conflicts(args),
+        Some(Command::Agree { dirs }) => agree(dirs),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,10 +13,12 @@
 //! Submodules, one concept each: [`units`] (numbers with units), [`headline`] (who wins where,
 //! computed), [`ratios`] (the per-workload ratio table), [`machine`] (`run.json`: machine,
 //! commit, settings), [`verdict`] (winner, tie or unstable between two points), [`conflicts`]
-//! (reading `conflicts.json`) and [`html`] (`index.html`).
+//! (reading `conflicts.json`), [`html`] (`index.html`) and [`agreement`] (several runs side by
+//! side: `aspace agree`).
 //!
 //! Not for: plots (see `plot.rs`) or statistics beyond what the harness summarised.
 
+pub mod agreement;
 pub mod conflicts;
 pub mod headline;
 pub mod html;
