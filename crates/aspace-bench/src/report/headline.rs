@@ -688,7 +688,8 @@ pub fn markdown(ms: &[Measurement], run: Option<&RunInfo>) -> String {
         out,
         "Medians; each workload compared at the largest thread count it ran at. A design wins \
          only when its [min, max] range over the repeats lies clear of the other's and neither \
-         point is unstable (its repeats disagree); otherwise the verdict is \"tie\" or \
+         point is unstable (its repeats disagree, or other work took over 10% of the machine's \
+         CPUs during a repeat); otherwise the verdict is \"tie\" or \
          \"unstable\". \"vs\" columns: how many times better the best design's median is \
          (throughput ratio, or latency ratio for latency workloads); best scaling: throughput \
          at the largest thread count over the smallest, named only above 1x.\n"

@@ -146,7 +146,8 @@ fn headline_section(h: &mut String, p: &Page<'_>, vm: &[&str]) {
         "</table>\n<p><small>Medians at the largest thread count each workload ran at. A design \
          is named the winner only when its [min, max] range over the repeats lies clear of the \
          other design's and neither point is unstable (repeats that disagree: max/min above \
-         1.5, or two clusters); otherwise the verdict is a tie or unstable. \"vs\": how many \
+         1.5, or two clusters; or other work took over 10% of the machine's CPUs during a \
+         repeat); otherwise the verdict is a tie or unstable. \"vs\": how many \
          times better the best median is (throughput ratio; for latency workloads, latency \
          ratio). Best scaling: throughput at the largest thread count over the smallest, named \
          only above 1x.</small></p></section>\n",
