@@ -101,7 +101,8 @@ pub enum Arenas {
     /// `min(max_cores, 128)` arenas (the paper's cap) at the bottom of the range, sized so that
     /// all of them take about 1/32 of it, aligned (base and size) to the largest of 8 GiB,
     /// 1 GiB, 2 MiB that is at most a third of that size (else to pages), so that no page
-    /// table serves two arenas; off when that leaves an arena smaller than 64 pages. The paper's 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
+    /// table serves two arenas; off when that leaves an arena smaller than 64 pages. The paper's
+    /// 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
     Auto,
     /// Exactly `count` arenas of `size` bytes (page aligned) from `base`.
     Layout {
@@ -168,7 +169,16 @@ impl Default for Config {
     }
 }
 
+/// Per-core slots (the hybrid lock's locks, arenas, limit-counter slots) at most: more cores
+/// share them by group (SOSP'25 §5.1).
+pub(crate) const MAX_CORE_SLOTS: usize = 128;
+
 impl Config {
+    /// The number of per-core slots: `max_cores`, at most [`MAX_CORE_SLOTS`].
+    pub(crate) fn core_slots(&self) -> usize {
+        self.max_cores.clamp(1, MAX_CORE_SLOTS)
+    }
+
     /// The most `memory`: 2^32 - 1 frames (16 TiB - 4 KiB), as many as a 32-bit frame index
     /// (the page-table entry format) names.
     pub const MAX_MEMORY: u64 = u32::MAX as u64 * PAGE_SIZE;

@@ -75,8 +75,11 @@
 
 pub(crate) mod coarse;
 pub(crate) mod interval;
+mod ops;
 mod placement;
 mod syscalls;
+
+pub(crate) use ops::DesignOps;
 
 use crate::core_state::Core;
 use crate::error::{Fault, VmError};
@@ -84,50 +87,6 @@ use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
 use crate::types::{Access, Prot, RegionInfo};
 use std::ops::Range;
-
-/// What a design implements (see the module doc). `sh` is the space's shared state, `core` the
-/// calling core's private state; the design never blocks inside an access window because it is
-/// never called inside one.
-pub(crate) trait DesignOps: Send + Sync {
-    /// `mmap` after argument checks.
-    fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError>;
-    /// `munmap` of a validated, non-empty page range.
-    fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError>;
-    /// `mprotect` of a validated, non-empty page range with known prot bits.
-    fn mprotect(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        prot: Prot,
-    ) -> Result<(), VmError>;
-    /// `madvise` of a validated, non-empty page range.
-    fn madvise(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        effect: AdviceEffect,
-    ) -> Result<(), VmError>;
-    /// Handles a fault at `va` (the page has no present entry allowing `access`): on success
-    /// the page-table entry allows the access (the caller retries its translation). Counted in
-    /// the statistics (`faults`, `fault_stages`).
-    fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault>;
-    /// [`fault`](DesignOps::fault) for `MAP_POPULATE` ([`Designs::populate`]): the same path,
-    /// not counted as a fault (a populate is not an access, as in Linux's per-process fault
-    /// counts).
-    fn populate_page(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-    ) -> Result<(), Fault>;
-    /// The regions like `/proc/self/maps`.
-    fn maps(&self) -> Vec<RegionInfo>;
-    /// Number of regions.
-    fn region_count(&self) -> u64;
-}
 
 /// Every implemented design.
 #[derive(Debug)]
@@ -161,28 +120,11 @@ impl Designs {
 }
 
 impl Designs {
-    /// `MAP_POPULATE`: faults every page of a mapping just made, through the design's own fault
-    /// path, after the `mmap` returned from the design (its locks released, its region
-    /// published), as Linux's `mm_populate` runs after `mmap_lock` is dropped. So no design
-    /// installs a translation for a region that other cores cannot see yet (a lock-free fault
-    /// would answer `Unmapped` for a page beside one it could already read). Writable private
-    /// mappings are populated with write faults, like Linux's; a fault that fails (out of
-    /// memory, or a concurrent `munmap`/`mprotect` of the range) ends the populate, and the
-    /// `mmap` still succeeds, as in Linux.
+    /// `MAP_POPULATE` through the design's own fault path (`syscalls::populate`).
     fn populate(&self, sh: &Shared, core: &mut Core, range: Range<u64>, prot: Prot) {
-        if !prot.allows(Access::Read) {
-            return;
-        }
-        let access = if prot.contains(Prot::WRITE) {
-            Access::Write
-        } else {
-            Access::Read
-        };
-        for page in range.step_by(crate::types::PAGE_SIZE as usize) {
-            if self.populate_page(sh, core, page, access).is_err() {
-                break;
-            }
-        }
+        syscalls::populate(range, prot, |page, access| {
+            self.populate_page(sh, core, page, access)
+        });
     }
 }
 

@@ -29,9 +29,12 @@
 //!
 //! Not for: locking (the design wraps the store in its lock) or page tables.
 
+pub(crate) mod count;
 #[cfg(all(test, not(loom)))]
 mod fault_injection_tests;
+pub(crate) mod gap;
 pub(crate) mod plan;
+pub(crate) mod shmem;
 #[cfg(all(test, not(loom)))]
 mod skiplist_store;
 pub(crate) mod store;

@@ -45,6 +45,7 @@
 //!
 //! Not for: locking (the design wraps the store in its lock) or the rules of an edit (`plan.rs`).
 
+use super::gap::highest_gap;
 use super::plan::{plan_edit, EditBuffers, EditOutcome, OnOverlap};
 use super::{AnonId, Attrs, Region};
 use crate::error::VmError;
@@ -52,8 +53,8 @@ use crate::semantics::Bounds;
 use crate::sync::stat::AtomicU64;
 use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
-use aspace_map::{ArenaLayout, SkipListMap};
-use aspace_rcu::Domain;
+use aspace_map::{ArenaLayout, IntervalMap, SkipListMap};
+use aspace_rcu::{Domain, Guard};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -163,6 +164,39 @@ pub(crate) fn region_skiplist(
         None => SkipListMap::new(domain),
     };
     map.with_leave_mark(StoredRegion::mark_replaced)
+}
+
+/// A region set that a fault can search without locks, under a read guard of the space's RCU
+/// domain: the one thing a lock-free fault design supplies to `designs/syscalls.rs`'s
+/// `fault_rcu`. Its values must obey the leave rule (module doc): a value that leaves the set is
+/// marked before its successor is published and before any entry of its range changes.
+pub(crate) trait RcuRegions {
+    /// Whether a lookup that finds no region answers the fault (`Unmapped`): true when every
+    /// edit replaces a range's regions in one step that readers see whole (the skiplist's
+    /// `swap`); false for a set whose edits unlink before they link, where a miss may be a
+    /// split in flight and the fault retries under the design's locks.
+    const MISS_IS_UNMAPPED: bool;
+
+    /// The region containing `va`: its range and its value, valid while `guard` lives.
+    fn lookup_rcu<'g>(
+        &'g self,
+        va: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(Range<u64>, &'g StoredRegion)>;
+}
+
+/// The region skiplist, built by [`region_skiplist`] (whose commits mark what leaves).
+impl RcuRegions for SkipListMap<StoredRegion> {
+    const MISS_IS_UNMAPPED: bool = true;
+
+    #[inline]
+    fn lookup_rcu<'g>(
+        &'g self,
+        va: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(Range<u64>, &'g StoredRegion)> {
+        self.query(va, guard).map(|(iv, v)| (iv.start..iv.end, v))
+    }
 }
 
 /// A region of a store, borrowed.
@@ -460,17 +494,8 @@ impl RegionStore for BTreeStore {
     /// augmentation; the benchmark patterns find their gap at the first step).
     #[inline]
     fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
-        let mut hi = bounds.max_addr;
-        for (&end, s) in self.map.iter().rev() {
-            if hi >= end && hi - end >= len {
-                return Some(hi - len);
-            }
-            hi = s.start;
-            if hi < bounds.min_addr.saturating_add(len) {
-                return None;
-            }
-        }
-        (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
+        let regions = self.map.iter().rev().map(|(&end, s)| s.start..end);
+        highest_gap(regions, len, bounds)
     }
 
     #[inline]
