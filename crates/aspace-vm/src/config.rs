@@ -37,8 +37,8 @@ pub(crate) const DEFAULT_MAX_ADDR: u64 = (1 << 47) - PAGE_SIZE;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Design {
-    /// The `btree` interval map under one space `RwLock`: faults take it for reading, everything
-    /// else for writing (the stock kernel's `mmap_sem`); broadcast TLB shootdown.
+    /// A plain `BTreeMap` region store under one space `RwLock`: faults take it for reading,
+    /// everything else for writing (the stock kernel's `mmap_sem`); broadcast TLB shootdown.
     ///
     /// Fastest with one thread (a region edit is a `BTreeMap` operation under an uncontended
     /// lock), and it places `mmap(NULL)` top-down exactly like Linux. It does not scale: every

@@ -13,23 +13,13 @@
 //!
 //! # Fault (§5.2): two stages here
 //!
-//! 1. **No space lock.** An RCU read section, the skiplist's lock-free `query`, the rights
-//!    check, then `PageTables::fill_checked`: no table is installed, and under the leaf's lock
-//!    the fill goes ahead only if the region has not been marked replaced. Aborts (goes to
-//!    stage 2) when a table on the way is missing (the first fault in a 2 MiB block; stage 1
-//!    cannot tell a missing table from one being freed), when the fault is the first write of
-//!    a private region without an anon identity (metadata update: it may adopt a neighbour's
-//!    identity, which needs the neighbours held), and when an overlapping edit marked the
-//!    region replaced (only an *overlapping* update aborts a fault, as the paper requires: a
-//!    fault never looks at edits of other regions). `Unmapped` is answered here, linearized
-//!    at the query: no translation exists for a region before its commit publishes it
-//!    (`MAP_POPULATE` runs after the commit). `Protection` is answered here only for a region
-//!    not marked replaced, linearized at that check: an edit marks every region it replaces
-//!    before it changes any entry (an `mprotect` adding rights upgrades entries before its
-//!    commit), so an unmarked region's protection is still what every entry shows; a marked
-//!    one's refusal may be stale, and goes to stage 2 (regressions:
-//!    `stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded`,
-//!    `stage1_never_reports_unmapped_beside_a_populated_page`).
+//! 1. **No space lock**: `syscalls::fault_rcu` over the skiplist's lock-free `query` (an RCU
+//!    read section of the space's domain, which the skiplist shares). Its doc says what it
+//!    answers and which race each check closes (the stale fill after `munmap`/`mprotect`, the
+//!    fault during a split: the region found is marked replaced, the fill is refused under the
+//!    leaf lock); only an *overlapping* edit makes a fault retry, as the paper requires. The
+//!    skiplist's `swap` replaces a span in one step, so a lookup that finds nothing is
+//!    `Unmapped`. On `Retry`,
 //! 2. **LR + the region's interval lock.** The window is taken around the range of the region
 //!    stage 1 found (plus a page each side): whatever region contains the address now overlaps
 //!    it, so it is held whole, and its adjacent neighbours are held or are the lock's borders
@@ -39,27 +29,17 @@
 //!
 //! The paper's third stage (GR) serves faults that stage 2 cannot handle: file-backed memory of
 //! file systems not audited for the design. This engine has no such memory, and stage 2 holds
-//! the region and sees its neighbours (above), everything a fault reads, so it resolves every
-//! fault: there is no third stage (and no code for one). `Stats::fault_stages` counts faults
-//! per stage.
+//! the region and sees its neighbours, everything a fault reads, so it resolves every fault:
+//! there is no third stage. `Stats::fault_stages` counts faults per stage.
 //!
-//! **Why a stage-1 fill never installs a translation after an overlapping `munmap` or
-//! `mprotect` returned.** The editor marks each region it replaces or removes and executes a
-//! `SeqCst` fence (`StoredRegion::mark_replaced`) before it clears or downgrades the region's
-//! entries, under each existing leaf's lock; and the commit marks every node it takes out of
-//! the skiplist, unchanged copies included, before it publishes their successors (the leave
-//! rule of `region/store.rs`; the ways a node leaves are listed in `interval/window.rs`). A stage-1 fault takes the leaf lock, executes a
-//! `SeqCst` fence and then checks the mark. If both take the same leaf's lock, the lock orders
-//! them: the fault either ran first (the editor then clears or downgrades its entry and shoots
-//! it down) or sees the mark. If the editor's walk found an entry on the way empty, a leaf the
-//! fault reached below it was installed after the editor's load, so that load is
-//! coherence-ordered before the fault's and the two fences are ordered editor-first; the
-//! fault's check therefore sees the mark (the full argument is in `PageTables::fill_checked`).
-//! A leaf the editor frees afterwards is unlinked by waiting out its lock holder
-//! (`PageTables::collect`), and the fault's RCU read section keeps it from reuse. The loom
-//! models (`interval/loom_tests.rs`) run the fault against `munmap` and `mprotect` on the real
-//! page-table code, including a third core installing the leaf behind the editor's walk and the
-//! `munmap` freeing the tables of a leaf whose lock the fault holds.
+//! The leave rule that stage 1 relies on holds here because the skiplist is built by
+//! `region_skiplist` (its commit marks every node it takes out, copies included) and a window's
+//! edit marks what it drops before the body touches an entry (`interval/window.rs` lists every
+//! way a node leaves). The loom models (`interval/loom_tests.rs`) run the fault against
+//! `munmap` and `mprotect` on the real page-table code, including a third core installing the
+//! leaf behind the editor's walk and the `munmap` freeing the tables of a leaf whose lock the
+//! fault holds; regressions: `stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded`,
+//! `stage1_never_reports_unmapped_beside_a_populated_page`, `stage1_fault_never_fills_after_*`.
 //!
 //! # Alloc (§5.3)
 //!
@@ -70,12 +50,12 @@
 //! node when it appears, so Linux's merge of adjacent anonymous mappings never applies at that
 //! point and `maps()` stays what Linux would show for the same addresses. When the arena is full
 //! (or arenas are off, or the mapping is shared: its shmem offset needs its address), placement
-//! is Linux's: the hint, tried under its window; else top-down over the whole range, chosen by
-//! a lock-free scan and taken as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice
-//! taken by a concurrent call
-//! is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW, under which the scan is
-//! exact (no LW holder runs) and cannot lose. An arena claim refused by the region limit also
-//! goes this way: a placement next to a compatible mapping merges and adds no region.
+//! is Linux's: the hint, tried under its window; else `placement::choose` over lock-free scans
+//! of the skiplist, taken as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice
+//! taken by a concurrent call is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW,
+//! under which the scan is exact (no LW holder runs) and cannot lose. An arena claim refused
+//! by the region limit also goes this way: a placement next to a compatible mapping merges and
+//! adds no region.
 //!
 //! # Modify (§5.4)
 //!
@@ -89,7 +69,7 @@
 //!
 //! # Limits
 //!
-//! The region count goes through a per-core limit counter ([`RegionCount`]; `LimitCounter` by
+//! The region count goes through a per-core limit counter (`region/count.rs`; `LimitCounter` by
 //! default, one shared atomic as the benchmark baseline): a window takes the regions an edit
 //! adds before anything changes (`ENOMEM` at the limit, nothing changed), and gives back what an
 //! edit removed at its commit. Frames are limited by the frame pool, whose per-core caches
@@ -221,23 +201,12 @@ impl IntervalDesign {
         };
         #[cfg(all(test, not(loom)))]
         crate::fault_inject::STAGE2_BEFORE_WINDOW.reached();
+        // Stage 2, under LR: the window around the region stage 1 found (module doc).
         let _lr = self.lock.lr(core.id.index());
-        (self.fault_in_window(sh, core, va, access, region), 1)
-    }
-
-    /// Stage 2 of a fault (module doc), under LR.
-    /// `region` is the range of the region stage 1 found containing `va`.
-    fn fault_in_window(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-        region: Range<u64>,
-    ) -> Result<(), Fault> {
-        self.in_window(sh, core, region, |sh, core, w| {
+        let r = self.in_window(sh, core, region, |sh, core, w| {
             fault_locked(sh, core, w, va, access)
-        })
+        });
+        (r, 1)
     }
 
     /// Alloc by CAS in the caller's arena (module doc); `None` when the call must be placed

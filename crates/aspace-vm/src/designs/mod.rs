@@ -1,17 +1,22 @@
 //! The designs: one concurrency strategy each for the region set, page faults and the system
 //! calls, behind one internal interface the core handle dispatches to.
 //!
-//! [`DesignOps`] is that interface: the four system calls (already validated by `semantics.rs`
-//! down to the parts that need the region set), the page-fault handler the access path calls
-//! outside its access window, and the read-only views (`maps`, region count). [`Designs`] is the
-//! closed set of implementations, an enum so that dispatch is a `match` the compiler inlines
-//! (no virtual call on the fault path). A new design (`faultlock`, `hybrid`, `bonsai`, `radix`,
-//! `interval`) adds a file here, a variant to [`Designs`] and to `config::Design`, and its
-//! shootdown policy (broadcast or targeted) to `Design::shootdown_policy` (`config.rs`).
+//! [`DesignOps`] (`ops.rs`) is that interface: the four system calls (already validated by
+//! `semantics.rs` down to the parts that need the region set), the page-fault handler the
+//! access path calls outside its access window, and the read-only views (`maps`, region count).
+//! [`Designs`] is the closed set of implementations (`coarse`, `interval`), an enum so that
+//! dispatch is a `match` the compiler inlines (no virtual call on the fault path). A new design
+//! (`faultlock`, `hybrid`, `bonsai`, `pervma`, `radix`) adds a file here, a variant to
+//! [`Designs`] and to `config::Design`, and its shootdown policy (broadcast or targeted) to
+//! `Design::shootdown_policy` (`config.rs`).
 //!
 //! A design is a **lock policy** over shared parts: it owns a region store
 //! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`
-//! with the store borrowed from its lock guard; placement lives in `placement.rs`.
+//! with the store borrowed from its lock guard; placement lives in `placement.rs`
+//! (`placement::choose`, with the design's own gap scans). A design with lock-free faults
+//! calls `syscalls::fault_rcu` with its RCU lookup (`region::store::RcuRegions`) and, on
+//! `Retry`, takes its locks and calls `syscalls::fault_locked`. No file here imports from a
+//! sibling design or from this file's dispatch.
 //!
 //! # The lock and RCU contract (all designs)
 //!
@@ -31,17 +36,19 @@
 //! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
 //!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time;
 //! 4. **the frame pool's global free list** (`Mutex`), taken by a core's cache to refill or
-//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists (`Mutex`), leaves.
+//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists
+//!    (`Mutex`), leaves.
 //!
 //! Lock-free, and what protects them:
 //! - **Page-table walks** take no lock; a core walks only inside an access window while
 //!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
 //!   before the walk ends (tables are recycled after a grace period). Entries are published
 //!   with `Release` and read with `Acquire`.
-//! - **`interval`'s first fault stage** takes no space lock: an RCU read section (the region
-//!   skiplist shares the space's domain), a lock-free region lookup, and a fill that installs no
-//!   table and goes ahead under the leaf lock only if no edit marked the region replaced
-//!   (`designs/interval.rs` has the argument and the loom models).
+//! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage) take no space lock:
+//!   an RCU read section (the region set shares the space's domain), a lock-free region
+//!   lookup, and a fill that installs no table and goes ahead under the leaf lock only if no
+//!   edit marked the region replaced (`fault_rcu` has the argument, `designs/interval/` the
+//!   loom models).
 //! - **The soft TLB** is private to its core; it is used only inside an access window.
 //! - **Frames** are read and written inside an access window, in aligned 64-bit atomic words
 //!   (like rust-vmm's `vm-memory`): a concurrent reader of a word sees it whole, before or after

@@ -277,8 +277,9 @@ pub(crate) fn munmap_locked(
     }
     // Tables are freed also when nothing was mapped: a design whose frees stop short of the
     // true gap (`interval`'s windows stop at the arena separators they do not hold) leaves
-    // tables in holes, and a later `munmap` of the hole reclaims them. Skip the table walk when no table can have become free (the common case of a page
-    // unmapped next to a mapping in the same leaf table): a table is freeable only if it
+    // tables in holes, and a later `munmap` of the hole reclaims them. Skip the table walk
+    // when no table can have become free (the common case of a page unmapped next to a
+    // mapping in the same leaf table): a table is freeable only if it
     // covers part of `range` and lies inside the widened gap, and no leaf-sized block
     // touching `range` can lie inside it when `range` is surrounded closely enough.
     let optimistic = 0..outcome.next_start;

@@ -35,4 +35,3 @@ impl ShmemNumbers {
             .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
-

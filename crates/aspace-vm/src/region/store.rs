@@ -6,9 +6,9 @@
 //! around the pure plan (`plan.rs`): [`RegionStore::read_window`] reads the regions an edit of a
 //! range can touch (its neighbours included), and [`RegionStore::replace_window`] swaps them for
 //! the plan's result. The Bonsai tree (one writer, published by one root pointer) and the
-//! interval skiplist (`lock` the window's nodes, then `swap` them; `skiplist_store.rs`, so far
-//! exercised by the region tests only) fit the same two steps, so a later design supplies a
-//! store and reuses the plan and the Linux bodies unchanged.
+//! interval skiplist (`lock` the window's nodes, then `swap` them: `interval`'s window,
+//! `designs/interval/window.rs`, and the test-only `skiplist_store.rs`) fit the same two steps,
+//! so a later design supplies a store and reuses the plan and the Linux bodies unchanged.
 //!
 //! Each region's value is a [`StoredRegion`]: its attributes, with the anon identity kept in an
 //! atomic word so that a fault holding the store *shared* can set it once (none -> id, the
@@ -32,7 +32,9 @@
 //! leaves the store while such faults run (removed, replaced, *or copied unchanged into a new
 //! node* by a commit that rewrites a span around it) is marked ([`StoredRegion::mark_replaced`])
 //! before its successor is published and before any entry of its range is touched, and a fault
-//! checks the mark under the leaf lock ([`PageTables::fill_checked`](crate::page_table::PageTables::fill_checked)).
+//! checks the mark under the leaf lock
+//! ([`PageTables::fill_checked`](crate::page_table::PageTables::fill_checked); the checks and the
+//! races they close are `designs/syscalls.rs`'s `fault_rcu`, which every lock-free fault uses).
 //! The mark is set by the store, never left to a design or a body to remember:
 //! - [`region_skiplist`] builds the skiplist of regions with the mark as its leave hook, so the
 //!   skiplist's one commit marks every node it takes out of the list, copies included

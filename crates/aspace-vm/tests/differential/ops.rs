@@ -16,8 +16,8 @@
 //! `PROT_GROWSUP` or any other bit in a quarter of the draws. Boundary ops (`boundary_op`) name
 //! addresses at and above Linux's `TASK_SIZE` up to the top page of 2^64, aligned or not, which
 //! both sides must refuse alike; among them `top_page_mmap`, fixed mappings in the top page
-//! with any type and flags (Linux's errno is `-addr` there). Advice values that change kernel-internal VMA flags
-//! (`MADV_RANDOM`, `MADV_SEQUENTIAL`) are not generated.
+//! with any type and flags (Linux's errno is `-addr` there). Advice values that change
+//! kernel-internal VMA flags (`MADV_RANDOM`, `MADV_SEQUENTIAL`) are not generated.
 //!
 //! Not for: applying ops (that is `kernel.rs` and `engine.rs`).
 
@@ -290,7 +290,8 @@ fn gen_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
             },
         },
         68..=87 => {
-            // Up to a little over two pages, anywhere (crossing page boundaries), inside the window.
+            // Up to a little over two pages, anywhere (crossing page boundaries), inside the
+            // window.
             let total = cfg.pages * PAGE;
             let start = rng.below(total);
             let len = (1 + rng.below(2 * PAGE + 64)).min(total - start);

@@ -9,8 +9,8 @@
 //! or removes as replaced (`StoredRegion::mark_replaced`, the signal a lock-free fault checks
 //! under the leaf lock). [`Window::commit`] publishes what changed with one skiplist `swap` of
 //! that span alone (`SkipLocked::narrow` first releases the held regions that come back
-//! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing the tables
-//! of the widened gap, the shootdown) all run while the range is still held:
+//! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing
+//! the tables of the widened gap, the shootdown) all run while the range is still held:
 //! no Alloc can put a region into a gap whose tables are being freed.
 //!
 //! Regions of the window that an edit did not touch stay the skiplist's own values (a first
