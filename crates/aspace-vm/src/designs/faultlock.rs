@@ -97,8 +97,12 @@ impl DesignOps for FaultLock {
         let req = match req.placement {
             Placement::Hint(_) | Placement::Anywhere if req.sharing.is_ok() => {
                 // Step 1: the search, beside the faults (module doc).
-                let at =
-                    placement::find_locked(&*self.regions.read(), req.placement, req.len, sh.bounds)?;
+                let at = placement::find_locked(
+                    &*self.regions.read(),
+                    req.placement,
+                    req.len,
+                    sh.bounds,
+                )?;
                 MmapRequest {
                     placement: Placement::NoReplace(at),
                     ..req

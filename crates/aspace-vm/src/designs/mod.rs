@@ -164,9 +164,7 @@ impl Designs {
     pub(crate) fn new(sh: &Shared) -> Designs {
         match sh.config.design {
             crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
-            crate::config::Design::FaultLock => {
-                Designs::FaultLock(faultlock::FaultLock::default())
-            }
+            crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
         }
     }
