@@ -45,6 +45,15 @@ pub enum Design {
     /// system call of every thread takes the one lock for writing, and every `munmap` or
     /// `mprotect` sends its TLB shootdown to every attached core.
     Coarse,
+    /// ASPLOS'12 §5.1 fault locking: `coarse`'s store under a separate *fault lock* that
+    /// faults take for reading, while system calls hold a space lock of their own and take the
+    /// fault lock for writing only from their first step that conflicts with faults (for
+    /// `mmap(NULL)` and hints, after the gap search, which runs beside the faults); broadcast
+    /// TLB shootdown.
+    ///
+    /// A step between `coarse` and the RCU designs: faults no longer wait for `mmap`'s
+    /// placement search, but still wait for every region edit, zap and shootdown.
+    FaultLock,
     /// IntervalVM (SOSP'25 §5): the `skiplist` interval map under the hybrid-granular lock.
     /// Faults first without any space lock, then under the local read mode and the region's
     /// interval lock; `mmap` without an address allocates by CAS in the calling core's arena;
@@ -65,12 +74,13 @@ pub enum Design {
 
 impl Design {
     /// Every design, in report order.
-    pub const ALL: &'static [Design] = &[Design::Coarse, Design::Interval];
+    pub const ALL: &'static [Design] = &[Design::Coarse, Design::FaultLock, Design::Interval];
 
     /// The design's command-line name.
     pub fn name(self) -> &'static str {
         match self {
             Design::Coarse => "coarse",
+            Design::FaultLock => "faultlock",
             Design::Interval => "interval",
         }
     }
@@ -79,7 +89,8 @@ impl Design {
     /// users; tests may override it per space (`Builder::shootdown_policy`).
     pub(crate) fn shootdown_policy(self) -> ShootdownPolicy {
         match self {
-            Design::Coarse => ShootdownPolicy::Broadcast,
+            // `faultlock` records no page-table users either (its fills are `coarse`'s).
+            Design::Coarse | Design::FaultLock => ShootdownPolicy::Broadcast,
             Design::Interval => ShootdownPolicy::Targeted,
         }
     }

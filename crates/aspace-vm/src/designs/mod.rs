@@ -27,7 +27,11 @@
 //!
 //! 1. **the design's space lock**: `coarse`: one `parking_lot::RwLock` around the region set,
 //!    faults read it, `mmap`/`munmap`/`mprotect`/`madvise` write it for their whole duration
-//!    (shootdown wait included). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
+//!    (shootdown wait included). `faultlock`: a space mutex that only system calls take (the
+//!    paper's `mmap_sem` in write mode), then the **fault lock** (`parking_lot::RwLock` around
+//!    the region set): faults read it, `mmap`'s placement search reads it beside them, and every
+//!    system call writes it from its first step that conflicts with faults to its end
+//!    (`designs/faultlock.rs`). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
 //!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
 //!    placement fallback; then
 //! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
@@ -70,7 +74,8 @@
 //!
 //! **Page-table freeing**: after `munmap`, the design frees the tables covering the unmapped
 //! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) while it still excludes every
-//! fill that could install a table there (`coarse`: the write lock; `interval`: the interval
+//! fill that could install a table there (`coarse`: the write lock; `faultlock`: the fault
+//! lock's write side; `interval`: the interval
 //! lock, which holds those gaps), through the RCU domain.
 //!
 //! **Region store**: the Linux bodies (functions named `*_locked`) take the store borrowed from
@@ -81,6 +86,7 @@
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
 pub(crate) mod coarse;
+pub(crate) mod faultlock;
 pub(crate) mod interval;
 mod ops;
 mod placement;
@@ -103,6 +109,8 @@ use std::ops::Range;
 pub(crate) enum Designs {
     /// `coarse`: one space `RwLock`.
     Coarse(coarse::Coarse),
+    /// `faultlock`: a space lock for system calls, a fault lock for faults (ASPLOS'12 §5.1).
+    FaultLock(faultlock::FaultLock),
     /// `interval`: IntervalVM (SOSP'25 §5).
     Interval(interval::IntervalDesign),
 }
@@ -111,6 +119,7 @@ macro_rules! dispatch {
     ($self:expr, $d:ident => $e:expr) => {
         match $self {
             Designs::Coarse($d) => $e,
+            Designs::FaultLock($d) => $e,
             Designs::Interval($d) => $e,
         }
     };
@@ -121,6 +130,7 @@ impl Designs {
     pub(crate) fn new(sh: &Shared) -> Designs {
         match sh.config.design {
             crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
+            crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
         }
     }
