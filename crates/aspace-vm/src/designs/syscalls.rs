@@ -430,7 +430,7 @@ pub(crate) fn fault_locked(
 pub(crate) struct Retry {
     /// The range of the region the lookup found containing the address (a design that locks
     /// ranges holds this one: whatever region contains the address once it is held overlaps
-    /// it).
+    /// it); the page's range after a miss that does not answer `Unmapped`.
     pub(crate) region: Range<u64>,
 }
 
@@ -480,7 +480,8 @@ pub(crate) struct Retry {
 ///
 /// # Preconditions
 /// `regions` shares the space's RCU domain (one read section covers the lookup and the page
-/// walk) and obeys the leave rule; the caller is not inside an access window (`&mut Core`).
+/// walk; `aspace_map`'s maps panic on a guard of another domain) and obeys the leave rule; the
+/// caller is not inside an access window (`&mut Core`).
 ///
 /// # Errors
 /// `Ok(Err(Fault::OutOfMemory))` when no frame is free.

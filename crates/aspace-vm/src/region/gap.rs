@@ -72,3 +72,53 @@ impl HighestGap {
         self.best
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const P: u64 = 4096;
+
+    /// The highest fitting start by brute force over every page.
+    fn model(regions: &[Range<u64>], len: u64, b: Bounds) -> Option<u64> {
+        let free = |a: u64| regions.iter().all(|r| a + len <= r.start || r.end <= a);
+        let top = b.max_addr.checked_sub(len)?;
+        (b.min_addr..=top)
+            .rev()
+            .step_by(P as usize)
+            .find(|&a| free(a))
+    }
+
+    #[test]
+    fn both_scans_find_the_highest_gap_like_the_model() {
+        let b = Bounds {
+            min_addr: 4 * P,
+            max_addr: 60 * P,
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..2000 {
+            let mut regions = Vec::new();
+            let mut at = next(6) * P;
+            while at < 64 * P {
+                let len = (1 + next(6)) * P;
+                regions.push(at..at + len);
+                at += len + next(8) * P;
+            }
+            let len = (1 + next(10)) * P;
+            let want = model(&regions, len, b);
+            let down = highest_gap(regions.iter().rev().cloned(), len, b);
+            let mut up = HighestGap::new(len, b);
+            for r in &regions {
+                up.region(r.clone());
+            }
+            assert_eq!(down, want, "{regions:?} {len:#x}");
+            assert_eq!(up.finish(), want, "{regions:?} {len:#x}");
+        }
+    }
+}
