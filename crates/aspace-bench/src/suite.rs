@@ -321,11 +321,27 @@ mod tests {
     #[test]
     fn suite_covers_every_design_of_every_workload_at_one_and_two_threads() {
         let pts = points();
+        // `fault-load` with a free `--mmap-pct` is left out (its levels run instead), and
+        // readers-writers and fault-load-100pct run at 2 threads only.
         let expected: usize = workloads::all()
             .iter()
-            .map(|w| w.designs().len() * if w.name() == "readers-writers" { 1 } else { 2 })
+            .filter(|w| w.name() != workloads::FAULT_LOAD)
+            .map(|w| {
+                let counts = match w.name() {
+                    "readers-writers" | "fault-load-100pct" => 1,
+                    _ => 2,
+                };
+                w.designs().len() * counts
+            })
             .sum();
         assert_eq!(pts.len(), expected);
+        assert!(!pts.iter().any(|p| p.workload.name() == "fault-load"));
+        for level in workloads::fault_load::LEVEL_NAMES {
+            assert!(pts.iter().any(|p| p.workload.name() == level), "{level}");
+        }
+        assert!(pts
+            .iter()
+            .any(|p| p.workload.name() == "soft-fault" && p.threads == 1));
         assert!(pts
             .iter()
             .any(|p| p.workload.name() == "ds-map" && p.threads == 2));

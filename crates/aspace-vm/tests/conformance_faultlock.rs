@@ -1,7 +1,6 @@
 //! The `AddressSpace` conformance suite (tests/conformance/) run against `Design::FaultLock`
 //! (ASPLOS'12 §5.1 fault locking): the random sequences compared with the sequential model, the
-//! edge cases, and the stress tests (`concurrent_anywhere_mmaps_never_overlap` checks that a
-//! placement chosen under the fault lock's read side stays valid until its edit).
+//! edge cases, and the stress tests (`tests/faultlock.rs` has the test of its own step).
 
 #![cfg(not(loom))]
 

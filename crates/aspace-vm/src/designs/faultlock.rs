@@ -47,8 +47,8 @@
 //! - *The placement stays valid after its read guard is dropped* until the write guard is
 //!   taken: every edit holds the space lock, which this `mmap` holds across both, and a fault
 //!   changes no bounds. (A mutation that drops the space lock lets two `mmap`s choose the same
-//!   gap; `NoReplace` then fails the second with `EEXIST` instead of overlapping, and the
-//!   concurrent-mmap conformance test catches it.)
+//!   gap; `NoReplace` then fails the second with `EEXIST` instead of overlapping:
+//!   `tests/faultlock.rs` fails then, in every run.)
 //! - *No translation or frame of a region remains after `munmap` returns.* A fault holds the
 //!   read side from its lookup to its fill. Either it took it before `munmap`'s write side: then
 //!   its fill happened before the edit, and the zap (under the write side) clears the entry,
