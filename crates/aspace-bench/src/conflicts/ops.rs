@@ -32,7 +32,7 @@ use super::super::workloads::alloc_fault_modify::{AREA, PAGES};
 use super::super::workloads::fault_load::{Faulter, FAULT_BATCH, MAPPER_BASE};
 use super::super::workloads::global::{PART_PAGES, REGION};
 use super::super::workloads::pipeline::{slot_of, Ring};
-use super::super::workloads::soft_fault::SLICE_PAGES;
+use super::super::workloads::soft_fault::{mapped_len, slices_base, SLICE_PAGES, STRIDE};
 use super::super::workloads::vm::{
     map_anchor, unmap_anchor, AspaceDriver, VmCore, VmDriver, HINT_BASE, PAGE, TABLE_SPAN,
 };
@@ -245,15 +245,16 @@ fn fault_load_ops(driver: &AspaceDriver, cores: usize, rounds: u64) -> Recorded 
 }
 
 fn soft_fault_ops(driver: &AspaceDriver, cores: usize, rounds: u64) -> Recorded {
-    let len = cores as u64 * SLICE_PAGES * PAGE;
+    let len = mapped_len(cores);
     let mut coordinator = driver.attach();
     let base = coordinator.mmap(HINT_BASE, len);
+    let first = slices_base(base);
     let rec = run_rounds(
         cores,
         rounds,
         |t| {
             let core = driver.attach();
-            (core, base + t as u64 * SLICE_PAGES * PAGE, 0u64)
+            (core, first + t as u64 * STRIDE, 0u64)
         },
         |(core, slice, next), _, _| {
             // SAFETY: this core's own slice of the region, mapped until the threads joined.

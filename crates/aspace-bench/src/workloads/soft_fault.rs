@@ -3,8 +3,10 @@
 //! fault writes (the paper: "all non-scalability in this case is the result of cache contention
 //! for the cache line holding the `mmap_sem`").
 //!
-//! The coordinator maps one shared private region of `threads * SLICE_PAGES` pages before the
-//! run; thread `t` owns slice `t`. Each round:
+//! The coordinator maps one shared private region before the run; thread `t` owns slice `t`,
+//! [`SLICE_PAGES`] pages at [`STRIDE`] (16 MiB) intervals, so that the threads share no line of
+//! page-table entries (the workload measures the design's shared lines, not its own layout's).
+//! Each round:
 //! 1. every thread stores one byte to each page of its slice in turn: every store is a soft
 //!    fault on a fresh page of the one shared region (measured);
 //! 2. all threads meet at a barrier; thread 0 drops the whole region's pages with
@@ -26,9 +28,26 @@ use crate::harness::{run_timed, Stop};
 use crate::workload::{Config, Sample, ThreadCount};
 use std::time::{Duration, Instant};
 
-/// Pages of each thread's slice (4 MiB: 64 threads' slices fit the engines' memory with room
-/// for the frames the cores' caches hold).
+/// Pages each thread faults per round (4 MiB: 64 threads' pages fit the engines' memory with
+/// room for the frames the cores' caches hold).
 pub const SLICE_PAGES: u64 = 1024;
+
+/// Bytes between two threads' slices, and their alignment: 16 MiB, the span of one cache line
+/// of level-2 page-table entries (8 entries of 2 MiB), so no two threads' faults share the line
+/// holding their leaves' entries and fill locks (with 4 MiB slices side by side they did: one
+/// conflicting line per fault in the audit, for every design).
+pub const STRIDE: u64 = 16 << 20;
+
+/// Bytes to map for `threads` slices, with room to align the first ([`slices_base`]).
+pub fn mapped_len(threads: usize) -> u64 {
+    (threads as u64 + 1) * STRIDE
+}
+
+/// The first slice's address in a mapping at `base`: `base` rounded up to [`STRIDE`]; slice `t`
+/// starts `t * STRIDE` above it.
+pub fn slices_base(base: u64) -> u64 {
+    base.next_multiple_of(STRIDE)
+}
 
 /// The `soft-fault` workload.
 pub struct SoftFault;
@@ -45,14 +64,15 @@ impl VmBench for SoftFault {
         threads: usize,
         config: &Config,
     ) -> Result<Sample, BenchError> {
-        let len = threads as u64 * SLICE_PAGES * PAGE;
+        let len = mapped_len(threads);
         let mut core = driver.attach();
         let base = core.mmap(HINT_BASE, len);
+        let first = slices_base(base);
         let barrier = SpinBarrier::new(threads);
         let barrier = &barrier;
         let timed = run_timed(threads, config.duration, None, |t| {
             let mut core = driver.attach();
-            let slice = base + t as u64 * SLICE_PAGES * PAGE;
+            let slice = first + t as u64 * STRIDE;
             move |stop: &Stop| {
                 let (mut count, mut rounds) = (ThreadCount::default(), 0u64);
                 let stopped = || stop.is_set();
