@@ -102,7 +102,7 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct ConflictsArgs {
-    /// VM workload: local, alloc, alloc-fault-modify, pipeline, global, fault-load.
+    /// VM workload: local, alloc, alloc-fault-modify, pipeline, global, fault-load, soft-fault.
     workload: String,
     /// Comma-separated engine designs (default: all of them; `linux` cannot be audited).
     #[arg(long, value_delimiter = ',')]
@@ -156,9 +156,10 @@ struct BenchArgs {
     /// rcu-update at --update-pct 100: pace the updater to this many updates/s (default: unpaced).
     #[arg(long, value_parser = positive::<u64>, allow_hyphen_values = true)]
     update_rate: Option<u64>,
-    /// fault-load: percentage of thread 0's time spent in mmap/munmap (0..=100).
-    #[arg(long, default_value_t = 10, value_parser = non_negative::<u32>, allow_hyphen_values = true)]
-    mmap_pct: u32,
+    /// fault-load: percentage of thread 0's time spent in mmap/munmap (0..=100); without it,
+    /// `fault-load` runs its four load levels (fault-load-0pct, -25pct, -50pct, -100pct).
+    #[arg(long, value_parser = non_negative::<u32>, allow_hyphen_values = true)]
+    mmap_pct: Option<u32>,
     /// metis, metis-64k: words in the synthetic text, 1..=16777216 (one job indexes them all).
     #[arg(long, default_value_t = workloads::metis::DEFAULT_WORDS, value_parser = positive::<usize>, allow_hyphen_values = true)]
     metis_words: usize,
@@ -174,8 +175,7 @@ struct BenchPlan {
 }
 
 fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
-    let workload = workloads::find(&args.workload)?;
-    let designs = resolve_designs(workload, Some(&args.designs))?;
+    let group = workloads::expand(&args.workload, args.mmap_pct)?;
     check_threads(&args.threads)?;
     check_duration_ms(args.duration_ms)?;
     check_repeat(args.repeat)?;
@@ -197,7 +197,7 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         intervals: args.intervals,
         writers: args.writers,
         update_rate: args.update_rate,
-        mmap_pct: args.mmap_pct,
+        mmap_pct: args.mmap_pct.unwrap_or(10),
         metis_words: args.metis_words,
     };
     if config.mmap_pct > 100 {
@@ -211,38 +211,18 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
             "--update-rate must be at least 1 update/s".into(),
         ));
     }
-    if workload.name().starts_with("ds-") {
-        workloads::arena::check_intervals(&config)?;
-    }
-    if workload.name().starts_with("metis") {
-        for &t in &args.threads {
-            workloads::metis::check_fits(t, config.metis_words)?;
-        }
-    }
-    let max_threads = workload.max_threads();
-    if let Some(&t) = args.threads.iter().find(|&&t| t > max_threads) {
-        return Err(BenchError::InvalidArgument(format!(
-            "{} runs at most {max_threads} threads, got --threads {t}",
-            workload.name()
-        )));
-    }
-    let min_threads = workload.min_threads(&config);
-    if let Some(&t) = args.threads.iter().find(|&&t| t < min_threads) {
-        return Err(BenchError::InvalidArgument(format!(
-            "{} needs at least {min_threads} threads with --writers {} (a reader besides the \
-             writers), got --threads {t}",
-            workload.name(),
-            config.writers
-        )));
-    }
     let mut points = Vec::new();
-    for design in designs {
-        for &threads in &args.threads {
-            points.push(Point {
-                workload,
-                design,
-                threads,
-            });
+    for workload in group {
+        let designs = resolve_designs(workload, Some(&args.designs))?;
+        let threads = workload_threads(workload, args, &config)?;
+        for design in designs {
+            for &threads in &threads {
+                points.push(Point {
+                    workload,
+                    design,
+                    threads,
+                });
+            }
         }
     }
     Ok(BenchPlan {
@@ -251,6 +231,52 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         repeat: args.repeat,
         json: args.json,
     })
+}
+
+/// The thread counts of `args` that `workload` runs: all of them, or an error naming the first
+/// it refuses. A load level of `fault-load` expanded from the group (no `--mmap-pct`) skips the
+/// counts below its minimum instead (`fault-load-100pct` at 1 thread), as the suite does.
+fn workload_threads(
+    workload: &'static dyn aspace_bench::Workload,
+    args: &BenchArgs,
+    config: &Config,
+) -> Result<Vec<usize>, BenchError> {
+    let mut threads = args.threads.clone();
+    if workload.name() != args.workload {
+        let min = workload.min_threads(config);
+        threads.retain(|&t| t >= min);
+    }
+    if workload.name().starts_with("ds-") {
+        workloads::arena::check_intervals(config)?;
+    }
+    if workload.name().starts_with("metis") {
+        for &t in &threads {
+            workloads::metis::check_fits(t, config.metis_words)?;
+        }
+    }
+    let max_threads = workload.max_threads();
+    if let Some(&t) = threads.iter().find(|&&t| t > max_threads) {
+        return Err(BenchError::InvalidArgument(format!(
+            "{} runs at most {max_threads} threads, got --threads {t}",
+            workload.name()
+        )));
+    }
+    let min_threads = workload.min_threads(config);
+    if let Some(&t) = threads.iter().find(|&&t| t < min_threads) {
+        let why = if workload.name() == "readers-writers" {
+            format!(
+                " with --writers {} (a reader besides the writers)",
+                config.writers
+            )
+        } else {
+            String::new()
+        };
+        return Err(BenchError::InvalidArgument(format!(
+            "{} needs at least {min_threads} threads{why}, got --threads {t}",
+            workload.name(),
+        )));
+    }
+    Ok(threads)
 }
 
 fn bench(args: &BenchArgs) -> Result<(), BenchError> {
@@ -518,6 +544,28 @@ mod tests {
         assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
         let b = bench_args(&["bench", "fault-load", "--mmap-pct", "25"]);
         assert_eq!(plan(&b).unwrap().config.mmap_pct, 25);
+        // Without --mmap-pct: the four load levels, the 100% level only at 2 threads.
+        let b = bench_args(&["bench", "fault-load", "--designs", "coarse"]);
+        let names: Vec<_> = plan(&b)
+            .unwrap()
+            .points
+            .iter()
+            .map(|p| (p.workload.name(), p.threads))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("fault-load-0pct", 1),
+                ("fault-load-0pct", 2),
+                ("fault-load-25pct", 1),
+                ("fault-load-25pct", 2),
+                ("fault-load-50pct", 1),
+                ("fault-load-50pct", 2),
+                ("fault-load-100pct", 2),
+            ]
+        );
+        let b = bench_args(&["bench", "fault-load-100pct", "--threads", "1"]);
+        assert!(matches!(plan(&b), Err(BenchError::InvalidArgument(_))));
         let b = bench_args(&["bench", "rcu-update", "--update-rate", "2400000"]);
         assert_eq!(plan(&b).unwrap().config.update_rate, Some(2_400_000));
     }

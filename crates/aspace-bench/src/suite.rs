@@ -5,12 +5,14 @@
 //! `readers-writers` runs only at 2 threads, one reader and one writer), [`SUITE_DURATION`] per
 //! repeat and [`SUITE_REPEAT`] repeats, with `rcu-update` in its one-updater mode
 //! (`--update-pct 100`), 10,000 intervals per thread for the `ds-*` workloads, one writer for
-//! `readers-writers`, `--mmap-pct 10` for `fault-load` and the default text (2^20 words) for
-//! `metis*`. The eight VM workloads (`alloc`, `alloc-fault-modify`, `local`, `pipeline`,
-//! `global`, `fault-load`, `metis`, `metis-64k`) run `linux` and every `aspace_vm` design
-//! (`coarse`, `interval`); `alloc` also runs the two `interval` breakdown variants
-//! (`interval-no-arenas`, `interval-atomic-counter`). Each further `aspace_vm` design adds 24 s
-//! of measurement to the roughly 148 s of the rest.
+//! `readers-writers`, `fault-load`'s four load levels (`fault-load-0pct`, `-25pct`, `-50pct`,
+//! `-100pct`, the last at 2 threads only; `fault-load` with a free `--mmap-pct` is left to
+//! `aspace bench`) and the default text (2^20 words) for `metis*`. The twelve VM workloads
+//! (`alloc`, `alloc-fault-modify`, `local`, `pipeline`, `global`, the four `fault-load` levels,
+//! `soft-fault`, `metis`, `metis-64k`) run `linux` and every `aspace_vm` design (`coarse`,
+//! `faultlock`, `interval`); `alloc` also runs the two `interval` breakdown variants
+//! (`interval-no-arenas`, `interval-atomic-counter`). Each `aspace_vm` design adds 1.5 s of
+//! measurement (3 x 500 ms) per VM workload and thread count.
 //!
 //! [`SuiteOptions`] changes the thread counts (`--threads`), the duration and repeats
 //! (`--quick`: [`QUICK_DURATION`] x [`QUICK_REPEAT`], a smoke run) and the workloads (`--only`).
@@ -134,7 +136,11 @@ pub fn points_for(opts: &SuiteOptions) -> Result<Vec<Point<'static>>, BenchError
     let config = opts.config();
     let mut out = Vec::new();
     for w in workloads::all() {
-        if !opts.only.is_empty() && !opts.only.iter().any(|n| n == w.name()) {
+        // `fault-load` with a free `--mmap-pct` is for `aspace bench`; the suite runs its four
+        // load levels (`fault-load-0pct` ... `fault-load-100pct`).
+        if w.name() == workloads::FAULT_LOAD
+            || (!opts.only.is_empty() && !opts.only.iter().any(|n| workloads::selects(n, w.name())))
+        {
             continue;
         }
         for &design in w.designs() {
@@ -316,11 +322,27 @@ mod tests {
     #[test]
     fn suite_covers_every_design_of_every_workload_at_one_and_two_threads() {
         let pts = points();
+        // `fault-load` with a free `--mmap-pct` is left out (its levels run instead), and
+        // readers-writers and fault-load-100pct run at 2 threads only.
         let expected: usize = workloads::all()
             .iter()
-            .map(|w| w.designs().len() * if w.name() == "readers-writers" { 1 } else { 2 })
+            .filter(|w| w.name() != workloads::FAULT_LOAD)
+            .map(|w| {
+                let counts = match w.name() {
+                    "readers-writers" | "fault-load-100pct" => 1,
+                    _ => 2,
+                };
+                w.designs().len() * counts
+            })
             .sum();
         assert_eq!(pts.len(), expected);
+        assert!(!pts.iter().any(|p| p.workload.name() == "fault-load"));
+        for level in workloads::fault_load::LEVEL_NAMES {
+            assert!(pts.iter().any(|p| p.workload.name() == level), "{level}");
+        }
+        assert!(pts
+            .iter()
+            .any(|p| p.workload.name() == "soft-fault" && p.threads == 1));
         assert!(pts
             .iter()
             .any(|p| p.workload.name() == "ds-map" && p.threads == 2));

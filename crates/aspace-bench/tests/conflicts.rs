@@ -8,7 +8,10 @@
 //! rare one is a recycled node's region word, `region/store.rs`, about 0.002 per operation);
 //! its remaining conflicts are the skiplist's shared towers and node locks
 //! (`aspace-map/src/skiplist`). Issue 12's target (< 0.05 conflicting lines per operation in
-//! all) is NOT met because of them; see the README's conflict audit section.
+//! all) is NOT met because of them; see the README's conflict audit section. `faultlock`'s
+//! faults all take its fault lock's read side, so on `soft-fault` every fault conflicts on that
+//! lock word, named by its site in `designs/faultlock.rs` (the shared lock word the RCU designs
+//! of issue 19 remove).
 #![cfg(feature = "conflicts")]
 
 use aspace_bench::conflicts::{run, ConflictRow, Plan};
@@ -47,4 +50,16 @@ fn interval_local_has_no_engine_conflict_and_names_the_skiplist_ones() {
         "conflicts outside the skiplist: {engine:?}"
     );
     assert_eq!(r.rcu_conflicts_per_op, 0.0, "{r:?}");
+}
+
+#[test]
+fn faultlock_soft_fault_conflicts_on_its_fault_lock_word_every_fault() {
+    let r = audit("soft-fault", "faultlock", 4);
+    assert_eq!(r.ops, 4 * 20);
+    let lock = r
+        .lines
+        .iter()
+        .find(|l| l.site.contains("aspace-vm/src/designs/faultlock.rs"))
+        .unwrap_or_else(|| panic!("the fault lock word is named: {:?}", r.lines));
+    assert_eq!(lock.per_op, 1.0, "{r:?}");
 }

@@ -1,5 +1,5 @@
 //! Smoke tests of the VM workloads (`alloc`, `alloc-fault-modify`, `local`, `pipeline`, `global`,
-//! `fault-load`, `metis`, `metis-64k`): each runs briefly for every design (`linux` and every `aspace_vm` design) at 1
+//! `fault-load` and its load levels, `soft-fault`, `metis`, `metis-64k`): each runs briefly for every design (`linux` and every `aspace_vm` design) at 1
 //! and 2 threads and completes operations, and each reports the extras its doc promises. They
 //! check behaviour only, never timings.
 //!
@@ -13,13 +13,17 @@ use std::time::Duration;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
-const VM_WORKLOADS: [&str; 8] = [
+const VM_WORKLOADS: [&str; 12] = [
     "alloc",
     "alloc-fault-modify",
     "local",
     "pipeline",
     "global",
     "fault-load",
+    "fault-load-0pct",
+    "fault-load-25pct",
+    "fault-load-50pct",
+    "soft-fault",
     "metis",
     "metis-64k",
 ];
@@ -199,6 +203,51 @@ fn fault_load_counts_only_the_faulting_threads_and_paces_the_mapper() {
             }
         )
         .is_err());
+}
+
+/// The load levels run at their own share whatever `--mmap-pct` says; the 100% level needs a
+/// faulter besides the mapper and refuses one thread.
+#[test]
+fn fault_load_levels_run_at_their_own_share_and_the_full_load_needs_two_threads() {
+    let _g = serial();
+    let config = Config {
+        duration: Duration::from_millis(50),
+        mmap_pct: 10,
+        ..Config::default()
+    };
+    for (name, pct) in [("fault-load-0pct", 0.0), ("fault-load-100pct", 100.0)] {
+        let w = workloads::find(name).unwrap();
+        for &design in w.designs() {
+            let s = w.run(design, 2, &config).unwrap();
+            assert_eq!(s.extra["mmap_pct"], pct, "{name} {design}");
+            assert_eq!(
+                s.op_threads, 1,
+                "{name} {design}: the mapper is not counted"
+            );
+            assert!(s.ops_per_sec > 0.0, "{name} {design}: the faulter faults");
+        }
+    }
+    let full = workloads::find("fault-load-100pct").unwrap();
+    assert_eq!(full.min_threads(&config), 2);
+    assert!(full.run("faultlock", 1, &config).is_err());
+}
+
+/// `soft-fault`: every thread counts, and rounds complete (each ends with the untimed
+/// `DONTNEED`, so pages fault again in the next round).
+#[test]
+fn soft_fault_counts_every_thread_and_completes_rounds() {
+    let _g = serial();
+    let w = workloads::find("soft-fault").unwrap();
+    for &design in w.designs() {
+        for threads in [1, 2] {
+            let s = w.run(design, threads, &tiny()).unwrap();
+            assert_eq!(s.op_threads, threads, "{design}");
+            assert!(
+                s.extra["rounds"] >= 1.0,
+                "{design} {threads}T: no round completed"
+            );
+        }
+    }
 }
 
 #[test]

@@ -37,14 +37,23 @@ pub(crate) const DEFAULT_MAX_ADDR: u64 = (1 << 47) - PAGE_SIZE;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Design {
-    /// The `btree` interval map under one space `RwLock`: faults take it for reading, everything
-    /// else for writing (the stock kernel's `mmap_sem`); broadcast TLB shootdown.
+    /// A plain `BTreeMap` region store under one space `RwLock`: faults take it for reading,
+    /// everything else for writing (the stock kernel's `mmap_sem`); broadcast TLB shootdown.
     ///
     /// Fastest with one thread (a region edit is a `BTreeMap` operation under an uncontended
     /// lock), and it places `mmap(NULL)` top-down exactly like Linux. It does not scale: every
     /// system call of every thread takes the one lock for writing, and every `munmap` or
     /// `mprotect` sends its TLB shootdown to every attached core.
     Coarse,
+    /// ASPLOS'12 §5.1 fault locking: `coarse`'s store under a separate *fault lock* that
+    /// faults take for reading, while system calls hold a space lock of their own and take the
+    /// fault lock for writing only from their first step that conflicts with faults (for
+    /// `mmap(NULL)` and hints, after the gap search, which runs beside the faults); broadcast
+    /// TLB shootdown.
+    ///
+    /// A step between `coarse` and the RCU designs: faults no longer wait for `mmap`'s
+    /// placement search, but still wait for every region edit, zap and shootdown.
+    FaultLock,
     /// IntervalVM (SOSP'25 §5): the `skiplist` interval map under the hybrid-granular lock.
     /// Faults first without any space lock, then under the local read mode and the region's
     /// interval lock; `mmap` without an address allocates by CAS in the calling core's arena;
@@ -65,12 +74,13 @@ pub enum Design {
 
 impl Design {
     /// Every design, in report order.
-    pub const ALL: &'static [Design] = &[Design::Coarse, Design::Interval];
+    pub const ALL: &'static [Design] = &[Design::Coarse, Design::FaultLock, Design::Interval];
 
     /// The design's command-line name.
     pub fn name(self) -> &'static str {
         match self {
             Design::Coarse => "coarse",
+            Design::FaultLock => "faultlock",
             Design::Interval => "interval",
         }
     }
@@ -79,7 +89,8 @@ impl Design {
     /// users; tests may override it per space (`Builder::shootdown_policy`).
     pub(crate) fn shootdown_policy(self) -> ShootdownPolicy {
         match self {
-            Design::Coarse => ShootdownPolicy::Broadcast,
+            // `faultlock` records no page-table users either (its fills are `coarse`'s).
+            Design::Coarse | Design::FaultLock => ShootdownPolicy::Broadcast,
             Design::Interval => ShootdownPolicy::Targeted,
         }
     }
@@ -101,7 +112,8 @@ pub enum Arenas {
     /// `min(max_cores, 128)` arenas (the paper's cap) at the bottom of the range, sized so that
     /// all of them take about 1/32 of it, aligned (base and size) to the largest of 8 GiB,
     /// 1 GiB, 2 MiB that is at most a third of that size (else to pages), so that no page
-    /// table serves two arenas; off when that leaves an arena smaller than 64 pages. The paper's 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
+    /// table serves two arenas; off when that leaves an arena smaller than 64 pages. The paper's
+    /// 64 GiB arenas are 1/4096 of x86-64's 256 TiB each.
     Auto,
     /// Exactly `count` arenas of `size` bytes (page aligned) from `base`.
     Layout {
@@ -168,7 +180,16 @@ impl Default for Config {
     }
 }
 
+/// Per-core slots (the hybrid lock's locks, arenas, limit-counter slots) at most: more cores
+/// share them by group (SOSP'25 §5.1).
+pub(crate) const MAX_CORE_SLOTS: usize = 128;
+
 impl Config {
+    /// The number of per-core slots: `max_cores`, at most [`MAX_CORE_SLOTS`].
+    pub(crate) fn core_slots(&self) -> usize {
+        self.max_cores.clamp(1, MAX_CORE_SLOTS)
+    }
+
     /// The most `memory`: 2^32 - 1 frames (16 TiB - 4 KiB), as many as a 32-bit frame index
     /// (the page-table entry format) names.
     pub const MAX_MEMORY: u64 = u32::MAX as u64 * PAGE_SIZE;

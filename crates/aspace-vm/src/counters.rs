@@ -21,8 +21,8 @@ pub(crate) struct CoreCounters {
     fills: AtomicU64,
     tlb_hits: AtomicU64,
     tlb_misses: AtomicU64,
-    /// Faults resolved by stage (the `interval` design's three; see `designs/interval.rs`).
-    stages: [AtomicU64; 3],
+    /// Faults resolved by stage (the `interval` design's two; see `designs/interval.rs`).
+    stages: [AtomicU64; 2],
     shootdowns: AtomicU64,
     shootdown_targets: AtomicU64,
     shootdown_waits: AtomicU64,
@@ -35,7 +35,7 @@ pub(crate) struct EventTotals {
     pub(crate) fills: u64,
     pub(crate) tlb_hits: u64,
     pub(crate) tlb_misses: u64,
-    pub(crate) stages: [u64; 3],
+    pub(crate) stages: [u64; 2],
     pub(crate) shootdowns: u64,
     pub(crate) shootdown_targets: u64,
     pub(crate) shootdown_waits: u64,
@@ -74,8 +74,8 @@ impl CoreCounters {
         Self::bump(&self.fills);
     }
 
-    /// One more fault resolved in `stage` (0, 1 or 2: without a space lock, under the local
-    /// read mode, under the global read mode).
+    /// One more fault resolved in `stage` (0 or 1: without a space lock, under the local read
+    /// mode and the region's interval lock).
     #[inline]
     pub(crate) fn bump_stage(&self, stage: usize) {
         Self::bump(&self.stages[stage]);
@@ -88,7 +88,7 @@ impl CoreCounters {
         self.tlb_misses.store(misses, Ordering::Relaxed);
     }
 
-    fn fields(&self) -> [&AtomicU64; 10] {
+    fn fields(&self) -> [&AtomicU64; 9] {
         [
             &self.faults,
             &self.fills,
@@ -96,7 +96,6 @@ impl CoreCounters {
             &self.tlb_misses,
             &self.stages[0],
             &self.stages[1],
-            &self.stages[2],
             &self.shootdowns,
             &self.shootdown_targets,
             &self.shootdown_waits,
@@ -104,14 +103,14 @@ impl CoreCounters {
     }
 
     fn read(&self) -> EventTotals {
-        let [faults, fills, tlb_hits, tlb_misses, s0, s1, s2, shootdowns, shootdown_targets, shootdown_waits] =
+        let [faults, fills, tlb_hits, tlb_misses, s0, s1, shootdowns, shootdown_targets, shootdown_waits] =
             self.fields().map(|c| c.load(Ordering::Relaxed));
         EventTotals {
             faults,
             fills,
             tlb_hits,
             tlb_misses,
-            stages: [s0, s1, s2],
+            stages: [s0, s1],
             shootdowns,
             shootdown_targets,
             shootdown_waits,

@@ -85,7 +85,9 @@ pub enum VmError {
     /// (`addr > 2^64 - 4096`): Linux's `get_unmapped_area` returns a fixed address unchanged and
     /// its caller takes any value in that page for an error code, so the errno is `-addr`
     /// (`2^64 - addr`, 1 to 4095: `EPERM` for `u64::MAX`, 4095, not a named errno, for
-    /// `2^64 - 4095`).
+    /// `2^64 - 4095`). This is how [`VmError`] carries an errno that is not one failure but
+    /// any of 1..=4095: the variant keeps the address and [`VmError::errno`] derives the errno
+    /// from it. The class (which lengths and flags still fail first) is in `semantics.rs`.
     #[error("MAP_FIXED address {0:#x} lies in the top page, which Linux returns as an error code")]
     TopPageAddress(u64),
     /// `EINVAL`: a configuration value outside the range its [`crate::Builder`] method states;

@@ -32,7 +32,7 @@
 //! # Which design
 //!
 //! A [`Design`] is the space's concurrency strategy: how threads share the region set and the
-//! page faults. Both designs give the same answers (one conformance suite, one differential
+//! page faults. All designs give the same answers (one conformance suite, one differential
 //! test against the kernel); they differ in speed, and in where `mmap` without an address
 //! places a mapping. Choose with [`Builder::design`]; a space that names none gets
 //! [`Design::Interval`].
@@ -43,6 +43,7 @@
 //! | **many threads mapping disjoint ranges**: an allocator, per-thread heaps, vCPUs faulting their own memory | [`Design::Interval`] (default) | `alloc-fault-modify` (`mmap`, fault 512 pages, `munmap`) at 2 threads: 1.88x `coarse`, and 2.75x in a dedicated run; `interval` gains 1.13-1.83x with the second thread where `coarse` loses (0.64x). Conflict audit at 16 and 64 cores: `interval` shares no cache line between cores' operations, `coarse` 50.7 and 112 lines per operation (its lock word and broadcast shootdowns) |
 //! | **fault-heavy** while other threads map and unmap | [`Design::Interval`] (default) | faults take no space lock: with one thread mapping and unmapping all the time, `interval`'s faulting thread keeps 44-99% of its undisturbed rate, `coarse`'s 5-8% (`fault-load --mmap-pct 100`) |
 //! | **embedding**: a runtime or library that does not know how many threads will use the space | [`Design::Interval`] (default) | its worst case is a constant (region edits ~4x slower than `coarse` with one thread); `coarse`'s grows with the threads (every system call of every thread serializes on one lock) |
+//! | **studying fault locking** (ASPLOS'12 §5.1) | [`Design::FaultLock`] | faults take only a fault lock's read side; `mmap`'s gap search runs beside them, every region edit, zap and shootdown still excludes them; not a recommendation for programs |
 //! | **Linux's exact addresses** for `mmap(NULL)` (replaying a trace, comparing with the kernel) | [`Design::Coarse`], or `interval` with [`Arenas::Off`] | `interval` places `mmap(NULL)` in the calling core's arena by default |
 //!
 //! Sources (in the repository): `docs/results/results.csv` and `docs/results/conflicts.md` (the

@@ -42,6 +42,15 @@
 //!   space (`addr > 2^64 - 4096`) fails with errno `2^64 - addr`: `get_unmapped_area` returns
 //!   the fixed address and its caller reads it as an error code (`0xffff_ffff_ffff_ffff` is
 //!   `EPERM`, `..._fff4` `ENOMEM`, `..._f001` errno 4095); `0xffff_ffff_ffff_f000` is `ENOMEM`.
+//!   The whole class (issue 19; every combination of address `-1`..`-4095`, lengths around 0,
+//!   `TASK_SIZE` and 2^64, all sixteen mapping types, every flag, protections, offsets, fd -1,
+//!   checked against Linux 6.18 with a libc program): after `EBADF` (not anonymous) and
+//!   `EINVAL` (unaligned offset), only three checks come before it: `len == 0` is `EINVAL`, a
+//!   length that overflows when rounded up to pages or exceeds `TASK_SIZE` (`2^47 - 4096`, not
+//!   the space's own `max_addr`) is `ENOMEM`; everything else (the type, `EEXIST`, the space's
+//!   top, alignment, `mmap_min_addr`, `MAP_GROWSDOWN`, `MAP_LOCKED`, `MAP_32BIT`, unknown
+//!   bits) comes after, so the errno is `-addr`. The one exception is `MAP_HUGETLB`, whose
+//!   length is rounded to huge pages first (`EINVAL`/`ENOMEM`; unsupported here: `EINVAL`).
 //! - *verified*: user space ends at `2^47 - 4096` (`TASK_SIZE`): `MAP_FIXED` of the page below
 //!   it succeeds, of `[2^47 - 4096, 2^47)` is `ENOMEM` (the default `max_addr`).
 //! - *verified*: `MAP_32BIT` and `MAP_ABOVE4G` are ignored with `MAP_FIXED`; `MAP_DENYWRITE`,
@@ -98,6 +107,7 @@
 //!
 //! Not for: anything that needs the region set or memory (see `region.rs`, `designs/`).
 
+use crate::config::DEFAULT_MAX_ADDR;
 use crate::error::{Limit, VmError};
 use crate::types::{Advice, MapFlags, Prot, Sharing, PAGE_SIZE};
 use std::ops::Range;
@@ -217,6 +227,21 @@ pub(crate) fn is_aligned(addr: u64) -> bool {
     addr % PAGE_SIZE == 0
 }
 
+/// The error of `mmap(addr, len, ..)` with `MAP_FIXED` or `MAP_FIXED_NOREPLACE` (without
+/// `MAP_HUGETLB`) at an address in the top page (`addr > 2^64 - 4096`), whatever the protection,
+/// the mapping type and the other flags (module doc): `EINVAL` for a zero length, `ENOMEM` for a
+/// length that overflows when rounded up to pages or exceeds Linux's `TASK_SIZE`
+/// (`__get_unmapped_area`'s first check), else errno `-addr` ([`VmError::TopPageAddress`]).
+fn top_page_error(addr: u64, len: u64) -> VmError {
+    if len == 0 {
+        return VmError::InvalidArgument("mmap length is zero");
+    }
+    match page_align(len) {
+        Some(l) if l != 0 && l <= DEFAULT_MAX_ADDR => VmError::TopPageAddress(addr),
+        _ => VmError::OutOfMemory(Limit::AddressSpace),
+    }
+}
+
 /// Validates `mmap(addr, len, prot, flags, -1, 0)` up to placement (Linux's `ksys_mmap_pgoff`,
 /// `do_mmap` and the fixed-address part of `__get_unmapped_area`, in that order).
 ///
@@ -236,6 +261,10 @@ pub(crate) fn check_mmap(
         return Err(VmError::BadFile);
     }
     let fixed = bits & (MapFlags::FIXED.bits() | MapFlags::FIXED_NOREPLACE.bits()) != 0;
+    if fixed && bits & MAP_HUGETLB == 0 && addr > u64::MAX - (PAGE_SIZE - 1) {
+        // Before every check that needs the space, the flags or the type (module doc).
+        return Err(top_page_error(addr, len));
+    }
     if bits & (MAP_GROWSDOWN | MAP_LOCKED | MAP_HUGETLB) != 0 || (!fixed && bits & MAP_32BIT != 0) {
         return Err(VmError::InvalidArgument(
             "MAP_GROWSDOWN, MAP_LOCKED, MAP_HUGETLB and a MAP_32BIT search are not supported",
@@ -253,11 +282,6 @@ pub(crate) fn check_mmap(
         return Err(VmError::OutOfMemory(Limit::AddressSpace));
     }
     let placement = if fixed {
-        // get_unmapped_area returns a fixed address unchanged, and its caller takes a value in
-        // the top page as an error code: the errno is `-addr`.
-        if addr > u64::MAX - (PAGE_SIZE - 1) {
-            return Err(VmError::TopPageAddress(addr));
-        }
         if addr > space - len {
             return Err(VmError::OutOfMemory(Limit::AddressSpace));
         }
@@ -537,6 +561,71 @@ mod tests {
             .unwrap()
             .placement,
             Placement::NoReplace(top - 4096)
+        );
+    }
+
+    #[test]
+    fn mmap_fixed_in_the_top_page_is_minus_addr_after_only_the_length_checks() {
+        let task_size = (1u64 << 47) - 4096;
+        // Issue 19's case: a length past this space's top but below TASK_SIZE, shared, MAP_SYNC.
+        let sync = MapFlags::from_bits_retain(
+            MapFlags::SHARED.bits()
+                | MapFlags::ANONYMOUS.bits()
+                | MAP_SYNC
+                | MapFlags::FIXED_NOREPLACE.bits(),
+        );
+        let small = Bounds {
+            min_addr: 0x1_0000,
+            max_addr: 0x100_0000,
+        };
+        let rw = Prot::READ | Prot::WRITE;
+        assert_eq!(
+            errno(check_mmap(u64::MAX, 0x5d40_0003_0001, rw, sync, small)),
+            libc::EPERM
+        );
+        for addr in [u64::MAX, u64::MAX - 12, 0u64.wrapping_sub(4095)] {
+            let want = addr.wrapping_neg() as i32;
+            for ty in [0, 1, 2, 3, 4, 0xf] {
+                for extra in [0, MAP_GROWSDOWN, MAP_LOCKED, MAP_32BIT, MAP_SYNC, 1 << 30] {
+                    for fixed in [MapFlags::FIXED, MapFlags::FIXED_NOREPLACE] {
+                        let flags = MapFlags::from_bits_retain(
+                            ty | extra | fixed.bits() | MapFlags::ANONYMOUS.bits(),
+                        );
+                        let e = |len| errno(check_mmap(addr, len, Prot::NONE, flags, small));
+                        assert_eq!(e(0), libc::EINVAL);
+                        for len in [1, 4096, 0x5d40_0003_0001, task_size - 1, task_size] {
+                            assert_eq!(e(len), want, "{addr:#x} {len:#x} {flags:?}");
+                        }
+                        for len in [task_size + 1, 1 << 48, u64::MAX - 4095, u64::MAX] {
+                            assert_eq!(e(len), libc::ENOMEM, "{addr:#x} {len:#x} {flags:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // Not fixed: a hint, ignored; below the top page: the space's checks.
+        assert!(check_mmap(u64::MAX, 4096, Prot::NONE, PA, small).is_ok());
+        let fixed = PA | MapFlags::FIXED;
+        assert_eq!(
+            errno(check_mmap(
+                0u64.wrapping_sub(4096),
+                4096,
+                Prot::NONE,
+                fixed,
+                small
+            )),
+            libc::ENOMEM
+        );
+        // Not anonymous comes first.
+        assert_eq!(
+            errno(check_mmap(
+                u64::MAX,
+                4096,
+                Prot::NONE,
+                MapFlags::FIXED,
+                small
+            )),
+            libc::EBADF
         );
     }
 

@@ -1,12 +1,12 @@
 //! What every core of one space shares, whatever the design: configuration, bounds, page
-//! tables, frames, shootdown slots and policy, the RCU domain that reclaims page tables, event counters
-//! and the anon identity counter ([`Shared`]).
+//! tables, frames, shootdown slots and policy, the RCU domain that reclaims page tables, event
+//! counters and the anon identity counter ([`Shared`]).
 //!
 //! A design keeps its region store and locks beside this (`space.rs` holds both); the Linux
 //! bodies (`designs/syscalls.rs`) receive `&Shared` and the store borrowed from the design's
 //! lock guard.
 //!
-//! Not for: per-core state (`core.rs`), locks of the region set (`designs/`).
+//! Not for: per-core state (`core_state.rs`), locks of the region set (`designs/`).
 
 use crate::config::Config;
 use crate::counters::Counters;
@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 const ANON_BLOCK: u64 = 1 << 16;
 
 /// The space-wide anon identity counter; cores take blocks of [`ANON_BLOCK`] identities and
-/// hand them out without touching it (`core.rs`).
+/// hand them out without touching it (`core_state.rs`).
 #[derive(Debug)]
 pub(crate) struct AnonIds {
     next: AtomicU64,

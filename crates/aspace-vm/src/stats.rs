@@ -1,8 +1,8 @@
 //! Counters of an address space, as [`crate::AddressSpace::stats`] reports them.
 //!
 //! Event counters (faults, fills, TLB hits, shootdown targets and waits) are kept per core and
-//! summed when read, so counting costs no shared cache line; gauges (frames, page tables, regions) are the owning
-//! component's own accounting. A snapshot taken while cores run is not atomic across fields.
+//! summed when read, so counting costs no shared cache line; gauges (frames, page tables,
+//! regions) are the owning component's own accounting. A snapshot taken while cores run is not atomic across fields.
 
 /// A snapshot of an address space's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,7 +43,8 @@ pub struct Stats {
     /// Cores currently attached.
     pub cores: u64,
     /// Faults by the stage that resolved them, for the `interval` design (zero for others):
-    /// `[without any space lock, under the local read mode and the region's interval lock,
-    /// under the global read mode]` (SOSP'25 §5.2).
-    pub fault_stages: [u64; 3],
+    /// `[without any space lock, under the local read mode and the region's interval lock]`
+    /// (SOSP'25 §5.2; the paper's third stage, under the global read mode, serves file-backed
+    /// memory, which this engine does not have: `designs/interval.rs`).
+    pub fault_stages: [u64; 2],
 }

@@ -46,7 +46,7 @@ fn attempt(design: Design) -> i32 {
 #[test]
 fn build_under_an_address_space_limit_errors_and_never_panics() {
     let mut bad = Vec::new();
-    for design in [Design::Coarse, Design::Interval] {
+    for &design in Design::ALL {
         for extra_kib in [0u64, 64, 512, 1024, 2048, 4096, 16384] {
             let limit = vm_size() + extra_kib * 1024;
             // SAFETY: this binary runs this one test, so no other thread holds a lock the

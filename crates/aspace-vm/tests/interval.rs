@@ -357,7 +357,7 @@ fn local_pattern_shootdowns_target_only_the_unmapping_core_and_never_wait() {
 /// into one line, as on Linux and in `coarse`.
 #[test]
 fn a_first_write_adopts_the_anon_identity_of_a_neighbour_outside_the_locked_range() {
-    for design in [Design::Coarse, Design::Interval] {
+    for &design in Design::ALL {
         let space = AddressSpace::builder()
             .design(design)
             .address_range(0x10_0000, 0x100_0000)

@@ -317,6 +317,13 @@ fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_coarse_with_ta
     );
 }
 
+/// The `faultlock` design (ASPLOS'12 §5.1): faults under the fault lock only, while writers'
+/// `mmap(NULL)` searches run beside them.
+#[test]
+fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_faultlock() {
+    readers_versus_writers(AddressSpace::builder().design(Design::FaultLock));
+}
+
 /// The `interval` design (targeted shootdown is its policy; lock-free faults).
 #[test]
 fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_interval() {

@@ -39,6 +39,7 @@ pub const WORKLOADS: &[&str] = &[
     "pipeline",
     "global",
     "fault-load",
+    "soft-fault",
 ];
 
 /// The most cores (threads) of one audit point.

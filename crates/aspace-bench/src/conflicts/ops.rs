@@ -18,7 +18,12 @@
 //! - `global`: even rounds store to every page of the shared region in a per-core random order;
 //!   odd rounds replace the core's own part with `MAP_FIXED` (the workload's two phases);
 //! - `fault-load`: core 0 (with more than one core) does one `mmap`/`munmap` pair per operation
-//!   (the mapper at 100 %), the others `FAULT_BATCH` faults each in their own regions.
+//!   (the mapper at 100 %), the others `FAULT_BATCH` faults each in their own regions (its four
+//!   load levels differ only in how often the mapper calls; the audit's is the 100 % one);
+//! - `soft-fault`: one store (one soft fault on a fresh page) to the core's slice of the shared
+//!   region per operation; a core whose slice is used up drops it with `DONTNEED` inside the
+//!   operation that reaches its end (the workload excludes it from its time; here it is
+//!   counted, and with the default rounds it never happens).
 //!
 //! Not for: timing (see the parent module).
 
@@ -27,6 +32,7 @@ use super::super::workloads::alloc_fault_modify::{AREA, PAGES};
 use super::super::workloads::fault_load::{Faulter, FAULT_BATCH, MAPPER_BASE};
 use super::super::workloads::global::{PART_PAGES, REGION};
 use super::super::workloads::pipeline::{slot_of, Ring};
+use super::super::workloads::soft_fault::{mapped_len, slices_base, SLICE_PAGES, STRIDE};
 use super::super::workloads::vm::{
     map_anchor, unmap_anchor, AspaceDriver, VmCore, VmDriver, HINT_BASE, PAGE, TABLE_SPAN,
 };
@@ -56,6 +62,7 @@ pub fn record(
         "pipeline" => pipeline_ops(driver, cores, rounds),
         "global" => global_ops(driver, cores, rounds),
         "fault-load" => fault_load_ops(driver, cores, rounds),
+        "soft-fault" => soft_fault_ops(driver, cores, rounds),
         other => {
             return Err(BenchError::UnknownWorkload {
                 name: other.to_string(),
@@ -235,4 +242,33 @@ fn fault_load_ops(driver: &AspaceDriver, cores: usize, rounds: u64) -> Recorded 
             Role::Faulter(f) => f.finish(&mut core),
         },
     )
+}
+
+fn soft_fault_ops(driver: &AspaceDriver, cores: usize, rounds: u64) -> Recorded {
+    let len = mapped_len(cores);
+    let mut coordinator = driver.attach();
+    let base = coordinator.mmap(HINT_BASE, len);
+    let first = slices_base(base);
+    let rec = run_rounds(
+        cores,
+        rounds,
+        |t| {
+            let core = driver.attach();
+            (core, first + t as u64 * STRIDE, 0u64)
+        },
+        |(core, slice, next), _, _| {
+            // SAFETY: this core's own slice of the region, mapped until the threads joined.
+            unsafe { core.store(*slice + *next * PAGE, 1) };
+            *next += 1;
+            if *next == SLICE_PAGES {
+                // SAFETY: this core's own slice, whose contents nobody reads.
+                unsafe { core.dontneed(*slice, SLICE_PAGES * PAGE) };
+                *next = 0;
+            }
+        },
+        |_, _| {},
+    );
+    // SAFETY: the region this run mapped; every thread joined.
+    unsafe { coordinator.munmap(base, len) };
+    rec
 }

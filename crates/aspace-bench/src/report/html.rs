@@ -413,7 +413,7 @@ fn machine_section(h: &mut String, p: &Page<'_>) {
             "workload settings",
             format!(
                 "rcu-update --update-pct {}, ds-* --intervals {}, readers-writers --writers {}, \
-                 fault-load --mmap-pct {}",
+                 fault-load-0pct..-100pct at their levels, fault-load --mmap-pct {}",
                 s.update_pct, s.intervals, s.writers, s.mmap_pct
             ),
         ),

@@ -22,6 +22,16 @@
 //! `mapper_busy_pct` (measured share of the mapper's time in `mmap`/`munmap`),
 //! `mapper_pairs_per_sec` and `rearms`.
 //!
+//! **The load levels** ([`LEVELS`]): the default suite and `aspace bench fault-load` (without
+//! `--mmap-pct`) run four workloads, `fault-load-0pct`, `fault-load-25pct`, `fault-load-50pct`
+//! and `fault-load-100pct` ([`FaultLoadAt`]), one per point of Fig. 18's x axis, so each gets its
+//! own plot and headline row with the designs as series; `fault-load --mmap-pct P` runs one
+//! level of one's choice. With 2 threads, one faulter and one mapper (the paper's shape); with
+//! 1 thread, the one thread is both: it spends the level's share of its time mapping and faults
+//! the rest, and its rate counts only its faulting time (so the 1-thread points show what
+//! interleaving the calls costs the faults' caches and locks without any concurrency);
+//! `fault-load-100pct` needs 2 threads (a lone thread at 100% never faults).
+//!
 //! Scaling across thread counts is not the point here (the second thread is the mapper, not a
 //! second faulter), so the report shows no `x vs 1T`.
 //!
@@ -97,6 +107,21 @@ impl Faulter {
     }
 }
 
+/// The mapper's load levels of the suite, percent of its time in `mmap`/`munmap` (Fig. 18).
+pub const LEVELS: [u32; 4] = [0, 25, 50, 100];
+
+/// `fault-load` at a fixed load level of `PCT` percent (one of [`LEVELS`]), named
+/// `fault-load-<PCT>pct`; it ignores `--mmap-pct`.
+pub struct FaultLoadAt<const PCT: u32>;
+
+/// The level workloads' names, in [`LEVELS`] order.
+pub const LEVEL_NAMES: [&str; 4] = [
+    "fault-load-0pct",
+    "fault-load-25pct",
+    "fault-load-50pct",
+    "fault-load-100pct",
+];
+
 /// What one thread reports: its count (faults), and as the mapper its busy time and pairs.
 #[derive(Default)]
 struct Report {
@@ -120,73 +145,112 @@ impl VmBench for FaultLoad {
         threads: usize,
         config: &Config,
     ) -> Result<Sample, BenchError> {
-        let share = f64::from(config.mmap_pct) / 100.0;
-        let timed = run_timed(threads, config.duration, None, |t| {
-            let mut core = driver.attach();
-            // The mapper faults too only when it is alone.
-            let mut faulter = (t > 0 || threads == 1).then(|| Faulter::new(&mut core, t));
-            let anchor = (t == 0).then(|| map_anchor(&mut core, MAPPER_BASE + TABLE_SPAN - PAGE));
-            move |stop: &Stop| {
-                let mut r = Report {
-                    faulter: faulter.is_some(),
-                    ..Default::default()
-                };
-                if t == 0 {
-                    let start = Instant::now();
-                    while !stop.is_set() {
-                        if r.busy.as_secs_f64() < share * start.elapsed().as_secs_f64() {
-                            let t0 = Instant::now();
-                            let p = core.mmap(MAPPER_BASE, PAGE);
-                            // SAFETY: the page just mapped, never shared.
-                            unsafe { core.munmap(p, PAGE) };
-                            r.busy += t0.elapsed();
-                            r.pairs += 1;
-                        } else if let Some(f) = faulter.as_mut() {
-                            for _ in 0..FAULT_BATCH {
-                                f.fault(&mut core, stop);
-                            }
-                            r.count.ops += FAULT_BATCH;
-                        } else {
-                            std::hint::spin_loop();
-                        }
-                    }
-                } else {
-                    let f = faulter.as_mut().expect("threads > 0 fault");
-                    while !stop.is_set() {
+        run_at(driver, threads, config.duration, config.mmap_pct)
+    }
+}
+
+impl<const PCT: u32> VmBench for FaultLoadAt<PCT> {
+    const NAME: &'static str = match PCT {
+        0 => LEVEL_NAMES[0],
+        25 => LEVEL_NAMES[1],
+        50 => LEVEL_NAMES[2],
+        100 => LEVEL_NAMES[3],
+        _ => panic!("a fault-load level is one of LEVELS"),
+    };
+    const ABOUT: &'static str = match PCT {
+        0 => "fault-load with the mapper idle (0% of its time in mmap/munmap) [ASPLOS'12 Fig. 18]",
+        25 => "fault-load with the mapper 25% of its time in mmap/munmap [ASPLOS'12 Fig. 18]",
+        50 => "fault-load with the mapper 50% of its time in mmap/munmap [ASPLOS'12 Fig. 18]",
+        100 => "fault-load with the mapper always in mmap/munmap (100%) [ASPLOS'12 Fig. 18]",
+        _ => panic!("a fault-load level is one of LEVELS"),
+    };
+    const MIRRORS: Option<&'static str> = Some("ASPLOS'12 (Bonsai) §7.3, Fig. 18");
+    const THREAD_SCALING: bool = false;
+    const MIN_THREADS: usize = if PCT == 100 { 2 } else { 1 };
+
+    fn run_vm<D: VmDriver>(
+        &self,
+        driver: &D,
+        threads: usize,
+        config: &Config,
+    ) -> Result<Sample, BenchError> {
+        run_at(driver, threads, config.duration, PCT)
+    }
+}
+
+/// One repeat of `fault-load` with the mapper `pct` percent of its time in `mmap`/`munmap`.
+fn run_at<D: VmDriver>(
+    driver: &D,
+    threads: usize,
+    duration: Duration,
+    pct: u32,
+) -> Result<Sample, BenchError> {
+    let share = f64::from(pct) / 100.0;
+    let timed = run_timed(threads, duration, None, |t| {
+        let mut core = driver.attach();
+        // The mapper faults too only when it is alone.
+        let mut faulter = (t > 0 || threads == 1).then(|| Faulter::new(&mut core, t));
+        let anchor = (t == 0).then(|| map_anchor(&mut core, MAPPER_BASE + TABLE_SPAN - PAGE));
+        move |stop: &Stop| {
+            let mut r = Report {
+                faulter: faulter.is_some(),
+                ..Default::default()
+            };
+            if t == 0 {
+                let start = Instant::now();
+                while !stop.is_set() {
+                    if r.busy.as_secs_f64() < share * start.elapsed().as_secs_f64() {
+                        let t0 = Instant::now();
+                        let p = core.mmap(MAPPER_BASE, PAGE);
+                        // SAFETY: the page just mapped, never shared.
+                        unsafe { core.munmap(p, PAGE) };
+                        r.busy += t0.elapsed();
+                        r.pairs += 1;
+                    } else if let Some(f) = faulter.as_mut() {
                         for _ in 0..FAULT_BATCH {
                             f.fault(&mut core, stop);
                         }
                         r.count.ops += FAULT_BATCH;
+                    } else {
+                        std::hint::spin_loop();
                     }
                 }
-                if let Some(a) = anchor {
-                    unmap_anchor(&mut core, a);
+            } else {
+                let f = faulter.as_mut().expect("threads > 0 fault");
+                while !stop.is_set() {
+                    for _ in 0..FAULT_BATCH {
+                        f.fault(&mut core, stop);
+                    }
+                    r.count.ops += FAULT_BATCH;
                 }
-                if let Some(f) = faulter {
-                    r.count.excluded = f.excluded + r.busy;
-                    r.rearms = f.rearms;
-                    f.finish(&mut core);
-                }
-                r
             }
-        });
-        let counts: Vec<ThreadCount> = timed
-            .results
-            .iter()
-            .filter(|r| r.faulter)
-            .map(|r| r.count)
-            .collect();
-        let mapper = &timed.results[0];
-        let secs = timed.elapsed.as_secs_f64();
-        Ok(Sample::from_threads(timed.elapsed, &counts)
-            .with("mmap_pct", f64::from(config.mmap_pct))
-            .with("mapper_busy_pct", 100.0 * mapper.busy.as_secs_f64() / secs)
-            .with("mapper_pairs_per_sec", mapper.pairs as f64 / secs)
-            .with(
-                "rearms",
-                timed.results.iter().map(|r| r.rearms).sum::<u64>() as f64,
-            ))
-    }
+            if let Some(a) = anchor {
+                unmap_anchor(&mut core, a);
+            }
+            if let Some(f) = faulter {
+                r.count.excluded = f.excluded + r.busy;
+                r.rearms = f.rearms;
+                f.finish(&mut core);
+            }
+            r
+        }
+    });
+    let counts: Vec<ThreadCount> = timed
+        .results
+        .iter()
+        .filter(|r| r.faulter)
+        .map(|r| r.count)
+        .collect();
+    let mapper = &timed.results[0];
+    let secs = timed.elapsed.as_secs_f64();
+    Ok(Sample::from_threads(timed.elapsed, &counts)
+        .with("mmap_pct", f64::from(pct))
+        .with("mapper_busy_pct", 100.0 * mapper.busy.as_secs_f64() / secs)
+        .with("mapper_pairs_per_sec", mapper.pairs as f64 / secs)
+        .with(
+            "rearms",
+            timed.results.iter().map(|r| r.rearms).sum::<u64>() as f64,
+        ))
 }
 
 #[cfg(test)]

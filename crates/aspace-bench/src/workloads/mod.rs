@@ -23,6 +23,7 @@ pub mod rcu_gp;
 pub mod rcu_read;
 pub mod rcu_update;
 pub mod readers_writers;
+pub mod soft_fault;
 pub mod vm;
 
 use crate::error::BenchError;
@@ -46,9 +47,37 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &vm::Vm(pipeline::Pipeline),
         &vm::Vm(global::Global),
         &vm::Vm(fault_load::FaultLoad),
+        &vm::Vm(fault_load::FaultLoadAt::<0>),
+        &vm::Vm(fault_load::FaultLoadAt::<25>),
+        &vm::Vm(fault_load::FaultLoadAt::<50>),
+        &vm::Vm(fault_load::FaultLoadAt::<100>),
+        &vm::Vm(soft_fault::SoftFault),
         &vm::Vm(metis::Metis),
         &vm::Vm(metis::Metis64k),
     ]
+}
+
+/// The workloads `name` stands for: `fault-load` without `--mmap-pct` (`pct` `None`) is its
+/// four load levels (`fault-load-0pct` ... `fault-load-100pct`, see `fault_load.rs`); any
+/// other name is itself.
+///
+/// # Errors
+/// [`BenchError::UnknownWorkload`] as [`find`].
+pub fn expand(name: &str, pct: Option<u32>) -> Result<Vec<&'static dyn Workload>, BenchError> {
+    if name == FAULT_LOAD && pct.is_none() {
+        fault_load::LEVEL_NAMES.iter().map(|n| find(n)).collect()
+    } else {
+        Ok(vec![find(name)?])
+    }
+}
+
+/// The name of `fault-load` with a free `--mmap-pct`; the suite runs its levels instead.
+pub const FAULT_LOAD: &str = "fault-load";
+
+/// Whether the suite's `--only` entry `only` selects the workload `name` (`fault-load` selects
+/// its four load levels).
+pub fn selects(only: &str, name: &str) -> bool {
+    only == name || (only == FAULT_LOAD && fault_load::LEVEL_NAMES.contains(&name))
 }
 
 /// Whether `name` is an address-space (VM) workload: one whose designs are whole address
@@ -126,6 +155,9 @@ mod tests {
             "pipeline",
             "global",
             "fault-load",
+            "fault-load-0pct",
+            "fault-load-100pct",
+            "soft-fault",
         ] {
             assert!(is_address_space(w), "{w}");
         }
@@ -138,6 +170,24 @@ mod tests {
         ] {
             assert!(!is_address_space(w), "{w}");
         }
+    }
+
+    #[test]
+    fn fault_load_without_a_level_expands_to_the_four_levels() {
+        let names = |ws: Vec<&dyn Workload>| ws.iter().map(|w| w.name()).collect::<Vec<_>>();
+        assert_eq!(
+            names(expand("fault-load", None).unwrap()),
+            fault_load::LEVEL_NAMES
+        );
+        assert_eq!(
+            names(expand("fault-load", Some(10)).unwrap()),
+            ["fault-load"]
+        );
+        assert_eq!(names(expand("soft-fault", None).unwrap()), ["soft-fault"]);
+        assert!(expand("fault-lod", None).is_err());
+        assert!(selects("fault-load", "fault-load-25pct"));
+        assert!(!selects("fault-load", "soft-fault"));
+        assert!(selects("soft-fault", "soft-fault"));
     }
 
     #[test]

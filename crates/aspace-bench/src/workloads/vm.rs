@@ -35,7 +35,9 @@
 
 use crate::error::BenchError;
 use crate::workload::{Baseline, Config, RatioStyle, Sample, Workload};
-use aspace_vm::{AddressSpace, Arenas, Builder, CoreHandle, CountLimit, Design, MapFlags, Prot};
+use aspace_vm::{
+    AddressSpace, Advice, Arenas, Builder, CoreHandle, CountLimit, Design, MapFlags, Prot,
+};
 use std::sync::OnceLock;
 
 /// Size of a page.
@@ -155,6 +157,14 @@ pub trait VmCore {
     /// core) and nobody may access it afterwards.
     unsafe fn munmap(&mut self, addr: u64, len: u64);
 
+    /// `madvise(MADV_DONTNEED)` of `[addr, addr + len)`: its private pages read back as zero
+    /// and their next touch faults again.
+    ///
+    /// # Safety
+    /// For `linux`: the range must lie in a private mapping made through this driver whose
+    /// contents nobody needs any more (they are dropped).
+    unsafe fn dontneed(&mut self, addr: u64, len: u64);
+
     /// Stores `value` at `addr` (faulting the page in if needed).
     ///
     /// # Safety
@@ -255,6 +265,20 @@ impl VmCore for LinuxCore {
             r,
             0,
             "linux munmap({addr:#x}, {len}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    #[inline]
+    unsafe fn dontneed(&mut self, addr: u64, len: u64) {
+        // SAFETY: the caller guarantees the range is a private mapping of this workload's whose
+        // contents nobody needs; DONTNEED only drops its pages.
+        let r =
+            unsafe { libc::madvise(addr as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) };
+        assert_eq!(
+            r,
+            0,
+            "linux madvise(DONTNEED {addr:#x}, {len}): {}",
             std::io::Error::last_os_error()
         );
     }
@@ -391,6 +415,13 @@ impl VmCore for AspaceCore {
     }
 
     #[inline]
+    unsafe fn dontneed(&mut self, addr: u64, len: u64) {
+        self.handle
+            .madvise(addr, len, Advice::DONTNEED)
+            .unwrap_or_else(|e| panic!("aspace madvise(DONTNEED {addr:#x}, {len}): {e}"));
+    }
+
+    #[inline]
     unsafe fn store(&mut self, addr: u64, value: u8) {
         self.handle
             .write(addr, &[value])
@@ -450,6 +481,8 @@ pub trait VmBench: Send + Sync {
     const THREAD_SCALING: bool = true;
     /// Whether the workload also runs the [`BREAKDOWN`] variants of `interval`.
     const BREAKDOWN: bool = false;
+    /// The fewest threads it runs on ([`Workload::min_threads`]).
+    const MIN_THREADS: usize = 1;
 
     /// Refuses a configuration this workload cannot run on `threads` threads (before any
     /// space is built); the default accepts everything.
@@ -499,6 +532,9 @@ impl<B: VmBench> Workload for Vm<B> {
     fn thread_scaling(&self, _m: &crate::measurement::Measurement) -> bool {
         B::THREAD_SCALING
     }
+    fn min_threads(&self, _config: &Config) -> usize {
+        B::MIN_THREADS
+    }
     fn max_threads(&self) -> usize {
         VM_MAX_THREADS
     }
@@ -507,6 +543,13 @@ impl<B: VmBench> Workload for Vm<B> {
             return Err(BenchError::InvalidArgument(
                 "a VM workload needs at least one thread".into(),
             ));
+        }
+        if threads < B::MIN_THREADS {
+            return Err(BenchError::InvalidArgument(format!(
+                "{} needs at least {} threads, got {threads}",
+                B::NAME,
+                B::MIN_THREADS
+            )));
         }
         if config.mmap_pct > 100 {
             return Err(BenchError::InvalidArgument(format!(

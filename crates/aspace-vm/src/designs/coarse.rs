@@ -19,8 +19,8 @@
 //! Not for: scalability (every modification serializes everything; faults and modifications
 //! exclude each other). That is what the later designs are for.
 
+use super::ops::DesignOps;
 use super::syscalls::{fault_locked, madvise_locked, mmap_locked, mprotect_locked, munmap_locked};
-use super::DesignOps;
 use crate::core_state::Core;
 use crate::error::{Fault, VmError};
 use crate::region::store::{BTreeStore, RegionStore};

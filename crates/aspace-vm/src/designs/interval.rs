@@ -13,23 +13,13 @@
 //!
 //! # Fault (§5.2): two stages here
 //!
-//! 1. **No space lock.** An RCU read section, the skiplist's lock-free `query`, the rights
-//!    check, then `PageTables::fill_checked`: no table is installed, and under the leaf's lock
-//!    the fill goes ahead only if the region has not been marked replaced. Aborts (goes to
-//!    stage 2) when a table on the way is missing (the first fault in a 2 MiB block; stage 1
-//!    cannot tell a missing table from one being freed), when the fault is the first write of
-//!    a private region without an anon identity (metadata update: it may adopt a neighbour's
-//!    identity, which needs the neighbours held), and when an overlapping edit marked the
-//!    region replaced (only an *overlapping* update aborts a fault, as the paper requires: a
-//!    fault never looks at edits of other regions). `Unmapped` is answered here, linearized
-//!    at the query: no translation exists for a region before its commit publishes it
-//!    (`MAP_POPULATE` runs after the commit). `Protection` is answered here only for a region
-//!    not marked replaced, linearized at that check: an edit marks every region it replaces
-//!    before it changes any entry (an `mprotect` adding rights upgrades entries before its
-//!    commit), so an unmarked region's protection is still what every entry shows; a marked
-//!    one's refusal may be stale, and goes to stage 2 (regressions:
-//!    `stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded`,
-//!    `stage1_never_reports_unmapped_beside_a_populated_page`).
+//! 1. **No space lock**: `syscalls::fault_rcu` over the skiplist's lock-free `query` (an RCU
+//!    read section of the space's domain, which the skiplist shares). Its doc says what it
+//!    answers and which race each check closes (the stale fill after `munmap`/`mprotect`, the
+//!    fault during a split: the region found is marked replaced, the fill is refused under the
+//!    leaf lock); only an *overlapping* edit makes a fault retry, as the paper requires. The
+//!    skiplist's `swap` replaces a span in one step, so a lookup that finds nothing is
+//!    `Unmapped`. On `Retry`,
 //! 2. **LR + the region's interval lock.** The window is taken around the range of the region
 //!    stage 1 found (plus a page each side): whatever region contains the address now overlaps
 //!    it, so it is held whole, and its adjacent neighbours are held or are the lock's borders
@@ -39,27 +29,17 @@
 //!
 //! The paper's third stage (GR) serves faults that stage 2 cannot handle: file-backed memory of
 //! file systems not audited for the design. This engine has no such memory, and stage 2 holds
-//! the region and sees its neighbours (above), everything a fault reads, so it resolves every
-//! fault: there is no third stage (and no code for one). `Stats::fault_stages` counts faults
-//! per stage.
+//! the region and sees its neighbours, everything a fault reads, so it resolves every fault:
+//! there is no third stage. `Stats::fault_stages` counts faults per stage.
 //!
-//! **Why a stage-1 fill never installs a translation after an overlapping `munmap` or
-//! `mprotect` returned.** The editor marks each region it replaces or removes and executes a
-//! `SeqCst` fence (`StoredRegion::mark_replaced`) before it clears or downgrades the region's
-//! entries, under each existing leaf's lock; and the commit marks every node it takes out of
-//! the skiplist, unchanged copies included, before it publishes their successors (the leave
-//! rule of `region/store.rs`; the ways a node leaves are listed in `interval/window.rs`). A stage-1 fault takes the leaf lock, executes a
-//! `SeqCst` fence and then checks the mark. If both take the same leaf's lock, the lock orders
-//! them: the fault either ran first (the editor then clears or downgrades its entry and shoots
-//! it down) or sees the mark. If the editor's walk found an entry on the way empty, a leaf the
-//! fault reached below it was installed after the editor's load, so that load is
-//! coherence-ordered before the fault's and the two fences are ordered editor-first; the
-//! fault's check therefore sees the mark (the full argument is in `PageTables::fill_checked`).
-//! A leaf the editor frees afterwards is unlinked by waiting out its lock holder
-//! (`PageTables::collect`), and the fault's RCU read section keeps it from reuse. The loom
-//! models (`interval/loom_tests.rs`) run the fault against `munmap` and `mprotect` on the real
-//! page-table code, including a third core installing the leaf behind the editor's walk and the
-//! `munmap` freeing the tables of a leaf whose lock the fault holds.
+//! The leave rule that stage 1 relies on holds here because the skiplist is built by
+//! `region_skiplist` (its commit marks every node it takes out, copies included) and a window's
+//! edit marks what it drops before the body touches an entry (`interval/window.rs` lists every
+//! way a node leaves). The loom models (`interval/loom_tests.rs`) run the fault against
+//! `munmap` and `mprotect` on the real page-table code, including a third core installing the
+//! leaf behind the editor's walk and the `munmap` freeing the tables of a leaf whose lock the
+//! fault holds; regressions: `stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded`,
+//! `stage1_never_reports_unmapped_beside_a_populated_page`, `stage1_fault_never_fills_after_*`.
 //!
 //! # Alloc (§5.3)
 //!
@@ -70,12 +50,12 @@
 //! node when it appears, so Linux's merge of adjacent anonymous mappings never applies at that
 //! point and `maps()` stays what Linux would show for the same addresses. When the arena is full
 //! (or arenas are off, or the mapping is shared: its shmem offset needs its address), placement
-//! is Linux's: the hint, tried under its window; else top-down over the whole range, chosen by
-//! a lock-free scan and taken as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice
-//! taken by a concurrent call
-//! is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW, under which the scan is
-//! exact (no LW holder runs) and cannot lose. An arena claim refused by the region limit also
-//! goes this way: a placement next to a compatible mapping merges and adds no region.
+//! is Linux's: the hint, tried under its window; else `placement::choose` over lock-free scans
+//! of the skiplist, taken as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice
+//! taken by a concurrent call is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW,
+//! under which the scan is exact (no LW holder runs) and cannot lose. An arena claim refused
+//! by the region limit also goes this way: a placement next to a compatible mapping merges and
+//! adds no region.
 //!
 //! # Modify (§5.4)
 //!
@@ -89,7 +69,7 @@
 //!
 //! # Limits
 //!
-//! The region count goes through a per-core limit counter ([`RegionCount`]; `LimitCounter` by
+//! The region count goes through a per-core limit counter (`region/count.rs`; `LimitCounter` by
 //! default, one shared atomic as the benchmark baseline): a window takes the regions an edit
 //! adds before anything changes (`ENOMEM` at the limit, nothing changed), and gives back what an
 //! edit removed at its commit. Frames are limited by the frame pool, whose per-core caches
@@ -123,127 +103,30 @@ mod loom_tests;
 mod tests;
 mod window;
 
-use super::placement::hint_fits;
+use super::ops::DesignOps;
+use super::placement::{self, arena_layout, hint_fits};
 use super::syscalls::{
-    fault_locked, madvise_locked, mmap_locked, mprotect_locked, munmap_locked, pte_prot,
+    fault_locked, fault_rcu, madvise_locked, mmap_locked, mprotect_locked, munmap_locked,
+    new_region_attrs, Retry,
 };
-use super::DesignOps;
-use crate::config::{Arenas, Config, CountLimit};
+use crate::config::CountLimit;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
-use crate::page_table::CheckedFill;
+use crate::region::count::RegionCount;
+use crate::region::gap::HighestGap;
+use crate::region::shmem::ShmemNumbers;
 use crate::region::store::{region_skiplist, RegionRef, StoredRegion};
-use crate::region::{AnonId, Attrs, Region};
+use crate::region::Region;
 use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
-use crate::sync::stat::AtomicU64;
 use crate::types::{Access, Prot, RegionInfo, Sharing, PAGE_SIZE};
-use aspace_map::{ArenaAllocError, ArenaLayout, IntervalMap, SkipListMap, KEY_SPACE_END};
-use aspace_sync::{AtomicCounter, Counter, HybridLock, LimitCounter};
+use aspace_map::{ArenaAllocError, IntervalMap, SkipListMap, KEY_SPACE_END};
+use aspace_sync::{AtomicCounter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
-use std::sync::atomic::Ordering;
 use window::Window;
-
-/// Per-core locks of the hybrid lock at most (more cores share them by group, §5.1).
-const MAX_LOCKS: usize = 128;
 
 /// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
 pub(crate) const PLACEMENT_TRIES: usize = 4;
-
-/// The region counter (module doc, `Limits`).
-#[derive(Debug)]
-pub(crate) enum RegionCount {
-    /// SOSP'25 §5.3's adaptive per-core counter.
-    PerCore(LimitCounter),
-    /// One shared atomic (benchmark baseline).
-    Shared(AtomicCounter),
-}
-
-impl RegionCount {
-    /// Takes `n` regions for `core`.
-    ///
-    /// # Errors
-    /// At the limit (nothing taken).
-    #[inline]
-    pub(crate) fn try_add(&self, core: usize, n: u64) -> Result<(), aspace_sync::LimitExceeded> {
-        match self {
-            RegionCount::PerCore(c) => c.try_add(core, n),
-            RegionCount::Shared(c) => c.try_add(core, n),
-        }
-    }
-
-    /// Gives back `n` regions.
-    #[inline]
-    pub(crate) fn sub(&self, core: usize, n: u64) {
-        match self {
-            RegionCount::PerCore(c) => c.sub(core, n),
-            RegionCount::Shared(c) => c.sub(core, n),
-        }
-    }
-
-    /// The count (exact when no call runs).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn sum(&self) -> u64 {
-        match self {
-            RegionCount::PerCore(c) => c.sum(),
-            RegionCount::Shared(c) => c.sum(),
-        }
-    }
-}
-
-/// Shared mappings' shmem object numbers, 1, 2, ... in creation order.
-#[derive(Debug, Default)]
-pub(crate) struct ShmemNumbers {
-    /// The last number handed out.
-    last: AtomicU64,
-}
-
-impl ShmemNumbers {
-    /// A fresh number.
-    pub(crate) fn take(&self) -> AnonId {
-        // Relaxed: a unique number is all that is needed; the window's lock publishes the
-        // region that carries it.
-        let n = self.last.fetch_add(1, Ordering::Relaxed) + 1;
-        AnonId::decode(n).expect("numbers start at 1")
-    }
-
-    /// Returns `n` unused if it is still the last one handed out (so a sequential history has
-    /// no holes); otherwise it stays unused.
-    pub(crate) fn give_back(&self, n: AnonId) {
-        let n = AnonId::encode(Some(n));
-        // Relaxed: as in `take`.
-        let _ = self
-            .last
-            .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed);
-    }
-}
-
-/// The arena layout `config` asks for (see [`Arenas`]).
-pub(crate) fn arena_layout(config: &Config) -> Option<ArenaLayout> {
-    match config.arenas {
-        Arenas::Off => None,
-        Arenas::Layout { count, size, base } => Some(ArenaLayout { count, size, base }),
-        Arenas::Auto => {
-            let count = config.max_cores.clamp(1, MAX_LOCKS);
-            let span = config.max_addr - config.min_addr;
-            let raw = span / 32 / count as u64;
-            // Arenas aligned to the page tables, so that no table (and no line of level-3
-            // entries) serves two arenas: otherwise a core's munmap, freeing the tables of its
-            // empty arena, reads the bitmap of the table its neighbour fills at the boundary
-            // (the conflict audit's `alloc-fault-modify`). 8 GiB is one line of level-3
-            // entries, 1 GiB a level-2 table, 2 MiB a leaf; the largest that costs at most a
-            // third of the arena.
-            let align = [8 << 30, 1 << 30, 2 << 20]
-                .into_iter()
-                .find(|&a| raw >= 3 * a)
-                .unwrap_or(PAGE_SIZE);
-            let size = raw & !(align - 1);
-            let base = config.min_addr.next_multiple_of(align);
-            (size >= 64 * PAGE_SIZE && base + count as u64 * size <= config.max_addr)
-                .then_some(ArenaLayout { count, size, base })
-        }
-    }
-}
 
 /// The `interval` design's state.
 pub(crate) struct IntervalDesign {
@@ -273,7 +156,7 @@ impl IntervalDesign {
         let domain = sh.domain.clone();
         let layout = arena_layout(config);
         let map = region_skiplist(domain, layout);
-        let locks = config.max_cores.clamp(1, MAX_LOCKS);
+        let locks = config.core_slots();
         let limit = config.max_map_count as u64;
         let count = match config.count_limit {
             CountLimit::PerCore => RegionCount::PerCore(LimitCounter::new(limit, locks)),
@@ -303,60 +186,6 @@ impl IntervalDesign {
         r
     }
 
-    /// Stage 1 of a fault (module doc): `Err(region)` when it must go on to stage 2, with the
-    /// range of the region it found (stage 2 locks around it instead of looking it up again:
-    /// whatever region contains `va` when stage 2 holds that range overlaps it, so it is held).
-    #[inline]
-    fn fault_lockless(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-    ) -> Result<Result<(), Fault>, Range<u64>> {
-        let Core { reader, cache, .. } = core;
-        let guard = reader.read();
-        let Some((iv, stored)) = self.map.query(va, &guard) else {
-            return Ok(Err(Fault::Unmapped { addr: va }));
-        };
-        let attrs = stored.attrs();
-        if !attrs.prot.allows(access) {
-            // An `mprotect` that adds rights upgrades the entries before its commit publishes
-            // the new region, after marking the old one: a core may already have used an
-            // upgraded entry of this region (its load of that entry synchronizes with the
-            // mark's fence), so a marked region's refusal is stale. Stage 2 waits for the
-            // window and answers from the committed region.
-            if stored.is_replaced() {
-                return Err(iv.start..iv.end);
-            }
-            return Ok(Err(Fault::Protection { addr: va }));
-        }
-        let region = iv.start..iv.end;
-        if access == Access::Write && attrs.anon.is_none() && attrs.sharing == Sharing::Private {
-            return Err(region);
-        }
-        let page = va & !(PAGE_SIZE - 1);
-        #[cfg(all(test, not(loom)))]
-        crate::fault_inject::STAGE1_BEFORE_FILL.reached();
-        let filled = sh.tables.fill_checked(
-            page,
-            pte_prot(&attrs),
-            access,
-            || !stored.is_replaced(),
-            || cache.alloc(&sh.pool),
-        );
-        match filled {
-            Ok(CheckedFill::Filled { new_frame }) => {
-                if new_frame {
-                    sh.counters.of(core.id).bump_fills();
-                }
-                Ok(Ok(()))
-            }
-            Ok(CheckedFill::NoLeaf | CheckedFill::Refused) => Err(region),
-            Err(_) => Ok(Err(Fault::OutOfMemory { addr: va })),
-        }
-    }
-
     /// A fault through its stages (module doc); with the stage that resolved it.
     #[inline]
     fn resolve(
@@ -366,62 +195,18 @@ impl IntervalDesign {
         va: u64,
         access: Access,
     ) -> (Result<(), Fault>, usize) {
-        let region = match self.fault_lockless(sh, core, va, access) {
+        let Retry { region } = match fault_rcu(sh, core, &self.map, va, access) {
             Ok(r) => return (r, 0),
-            Err(region) => region,
+            Err(retry) => retry,
         };
         #[cfg(all(test, not(loom)))]
         crate::fault_inject::STAGE2_BEFORE_WINDOW.reached();
+        // Stage 2, under LR: the window around the region stage 1 found (module doc).
         let _lr = self.lock.lr(core.id.index());
-        (self.fault_in_window(sh, core, va, access, region), 1)
-    }
-
-    /// Stage 2 of a fault (module doc), under LR.
-    /// `region` is the range of the region stage 1 found containing `va`.
-    fn fault_in_window(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-        region: Range<u64>,
-    ) -> Result<(), Fault> {
-        self.in_window(sh, core, region, |sh, core, w| {
+        let r = self.in_window(sh, core, region, |sh, core, w| {
             fault_locked(sh, core, w, va, access)
-        })
-    }
-
-    /// Whether no region overlaps `[start, end)` (a lock-free scan).
-    fn is_free(&self, core: &Core, start: u64, end: u64) -> bool {
-        let guard = core.reader.read();
-        let mut free = true;
-        let _ = self.map.visit(start..end, &guard, &mut |_, _| {
-            free = false;
-            ControlFlow::Break(())
         });
-        free
-    }
-
-    /// The highest `len`-byte gap inside `bounds` (Linux's top-down search; a lock-free scan of
-    /// every region, exact when no LW holder runs).
-    fn top_down(&self, core: &Core, len: u64, bounds: Bounds) -> Option<u64> {
-        let guard = core.reader.read();
-        let mut best = None;
-        let mut gap_start = bounds.min_addr;
-        let _ = self
-            .map
-            .visit(bounds.min_addr..bounds.max_addr, &guard, &mut |iv, _| {
-                let gap_end = iv.start.min(bounds.max_addr);
-                if gap_end > gap_start && gap_end - gap_start >= len {
-                    best = Some(gap_end - len);
-                }
-                gap_start = gap_start.max(iv.end);
-                ControlFlow::Continue(())
-            });
-        if bounds.max_addr > gap_start && bounds.max_addr - gap_start >= len {
-            best = Some(bounds.max_addr - len);
-        }
-        best
+        (r, 1)
     }
 
     /// Alloc by CAS in the caller's arena (module doc); `None` when the call must be placed
@@ -440,13 +225,7 @@ impl IntervalDesign {
             let region = Region {
                 start: 0,
                 end: req.len,
-                attrs: Attrs {
-                    prot: req.prot,
-                    sharing: Sharing::Private,
-                    flags: req.flags,
-                    anon: None,
-                    shm_base: 0,
-                },
+                attrs: new_region_attrs(req, Sharing::Private, None),
             };
             let value = StoredRegion::new(&region);
             match self
@@ -467,27 +246,51 @@ impl IntervalDesign {
         Some(Ok(start))
     }
 
+    /// Where `placement` would go now, by lock-free scans (exact when no LW holder runs).
+    fn choose(&self, core: &Core, placement: Placement, len: u64, bounds: Bounds) -> Option<u64> {
+        let guard = core.reader.read();
+        let is_free = |start, end| {
+            let mut free = true;
+            let _ = self.map.visit(start..end, &guard, &mut |_, _| {
+                free = false;
+                ControlFlow::Break(())
+            });
+            free
+        };
+        let top_down = |len, bounds: Bounds| {
+            let mut gap = HighestGap::new(len, bounds);
+            let _ = self
+                .map
+                .visit(bounds.min_addr..bounds.max_addr, &guard, &mut |iv, _| {
+                    gap.region(iv.start..iv.end);
+                    ControlFlow::Continue(())
+                });
+            gap.finish()
+        };
+        placement::choose(placement, len, bounds, is_free, top_down).ok()
+    }
+
     /// `mmap` placed like Linux's (module doc, `Alloc`).
     fn mmap_placed(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
         let idx = core.id.index();
         let len = req.len;
         let bounds = sh.bounds;
-        let chosen = |p: Placement| match p {
-            Placement::Fixed(a) | Placement::NoReplace(a) => Some((a, p)),
-            _ => None,
+        let fixed = matches!(req.placement, Placement::Fixed(_) | Placement::NoReplace(_));
+        let map_at = |sh: &Shared, core: &mut Core, at: u64, placement| {
+            let req = MmapRequest {
+                placement,
+                ..req.clone()
+            };
+            self.in_window(sh, core, at..at + len, |sh, core, w| {
+                mmap_locked(sh, core, w, req)
+            })
         };
         if let Placement::Hint(h) = req.placement {
             if hint_fits(h, len, bounds) {
                 // The hint's range is checked under the window itself (no lock-free scan
                 // first): a free hint costs one window.
                 let _lw = self.lock.lw(idx);
-                let at_hint = MmapRequest {
-                    placement: Placement::NoReplace(h),
-                    ..req.clone()
-                };
-                match self.in_window(sh, core, h..h + len, |sh, core, w| {
-                    mmap_locked(sh, core, w, at_hint)
-                }) {
+                match map_at(sh, core, h, Placement::NoReplace(h)) {
                     Err(VmError::Exists) => {} // Taken: placed top-down below, as Linux does.
                     r => return r,
                 }
@@ -495,57 +298,25 @@ impl IntervalDesign {
         }
         for _ in 0..PLACEMENT_TRIES {
             let _lw = self.lock.lw(idx);
-            let (at, placement) = match req.placement {
-                p @ (Placement::Fixed(_) | Placement::NoReplace(_)) => {
-                    chosen(p).expect("an address")
-                }
-                Placement::Hint(h)
-                    if hint_fits(h, len, bounds) && self.is_free(core, h, h + len) =>
-                {
-                    (h, Placement::NoReplace(h))
-                }
-                Placement::Hint(_) | Placement::Anywhere => {
-                    match self.top_down(core, len, bounds) {
-                        Some(a) => (a, Placement::NoReplace(a)),
-                        None => break,
-                    }
-                }
+            let Some(at) = self.choose(core, req.placement, len, bounds) else {
+                break;
             };
-            let r = self.in_window(sh, core, at..at + len, |sh, core, w| {
-                mmap_locked(
-                    sh,
-                    core,
-                    w,
-                    MmapRequest {
-                        placement,
-                        ..req.clone()
-                    },
-                )
-            });
-            match r {
-                Err(VmError::Exists) if chosen(req.placement).is_none() => continue,
+            let placement = if fixed {
+                req.placement
+            } else {
+                Placement::NoReplace(at)
+            };
+            match map_at(sh, core, at, placement) {
+                Err(VmError::Exists) if !fixed => continue,
                 r => return r,
             }
         }
         // GW: no LW holder runs, so the scan is exact and its choice cannot be taken.
         let _gw = self.lock.gw();
-        let at = match req.placement {
-            Placement::Hint(h) if hint_fits(h, len, bounds) && self.is_free(core, h, h + len) => h,
-            _ => self
-                .top_down(core, len, bounds)
-                .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?,
-        };
-        self.in_window(sh, core, at..at + len, |sh, core, w| {
-            mmap_locked(
-                sh,
-                core,
-                w,
-                MmapRequest {
-                    placement: Placement::NoReplace(at),
-                    ..req
-                },
-            )
-        })
+        let at = self
+            .choose(core, req.placement, len, bounds)
+            .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?;
+        map_at(sh, core, at, Placement::NoReplace(at))
     }
 }
 

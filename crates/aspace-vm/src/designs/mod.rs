@@ -1,17 +1,22 @@
 //! The designs: one concurrency strategy each for the region set, page faults and the system
 //! calls, behind one internal interface the core handle dispatches to.
 //!
-//! [`DesignOps`] is that interface: the four system calls (already validated by `semantics.rs`
-//! down to the parts that need the region set), the page-fault handler the access path calls
-//! outside its access window, and the read-only views (`maps`, region count). [`Designs`] is the
-//! closed set of implementations, an enum so that dispatch is a `match` the compiler inlines
-//! (no virtual call on the fault path). A new design (`faultlock`, `hybrid`, `bonsai`, `radix`,
-//! `interval`) adds a file here, a variant to [`Designs`] and to `config::Design`, and its
-//! shootdown policy (broadcast or targeted) to `Design::shootdown_policy` (`config.rs`).
+//! [`DesignOps`] (`ops.rs`) is that interface: the four system calls (already validated by
+//! `semantics.rs` down to the parts that need the region set), the page-fault handler the
+//! access path calls outside its access window, and the read-only views (`maps`, region count).
+//! [`Designs`] is the closed set of implementations (`coarse`, `interval`), an enum so that
+//! dispatch is a `match` the compiler inlines (no virtual call on the fault path). A new design
+//! (`faultlock`, `hybrid`, `bonsai`, `pervma`, `radix`) adds a file here, a variant to
+//! [`Designs`] and to `config::Design`, and its shootdown policy (broadcast or targeted) to
+//! `Design::shootdown_policy` (`config.rs`).
 //!
 //! A design is a **lock policy** over shared parts: it owns a region store
 //! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`
-//! with the store borrowed from its lock guard; placement lives in `placement.rs`.
+//! with the store borrowed from its lock guard; placement lives in `placement.rs`
+//! (`placement::choose`, with the design's own gap scans). A design with lock-free faults
+//! calls `syscalls::fault_rcu` with its RCU lookup (`region::store::RcuRegions`) and, on
+//! `Retry`, takes its locks and calls `syscalls::fault_locked`. No file here imports from a
+//! sibling design or from this file's dispatch.
 //!
 //! # The lock and RCU contract (all designs)
 //!
@@ -22,7 +27,11 @@
 //!
 //! 1. **the design's space lock**: `coarse`: one `parking_lot::RwLock` around the region set,
 //!    faults read it, `mmap`/`munmap`/`mprotect`/`madvise` write it for their whole duration
-//!    (shootdown wait included). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
+//!    (shootdown wait included). `faultlock`: a space mutex that only system calls take (the
+//!    paper's `mmap_sem` in write mode), then the **fault lock** (`parking_lot::RwLock` around
+//!    the region set): faults read it, `mmap`'s placement search reads it beside them, and every
+//!    system call writes it from its first step that conflicts with faults to its end
+//!    (`designs/faultlock.rs`). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
 //!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
 //!    placement fallback; then
 //! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
@@ -31,17 +40,19 @@
 //! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
 //!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time;
 //! 4. **the frame pool's global free list** (`Mutex`), taken by a core's cache to refill or
-//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists (`Mutex`), leaves.
+//!    spill a batch; and the page-table pool's shared lists and per-slot returned lists
+//!    (`Mutex`), leaves.
 //!
 //! Lock-free, and what protects them:
 //! - **Page-table walks** take no lock; a core walks only inside an access window while
 //!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
 //!   before the walk ends (tables are recycled after a grace period). Entries are published
 //!   with `Release` and read with `Acquire`.
-//! - **`interval`'s first fault stage** takes no space lock: an RCU read section (the region
-//!   skiplist shares the space's domain), a lock-free region lookup, and a fill that installs no
-//!   table and goes ahead under the leaf lock only if no edit marked the region replaced
-//!   (`designs/interval.rs` has the argument and the loom models).
+//! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage) take no space lock:
+//!   an RCU read section (the region set shares the space's domain), a lock-free region
+//!   lookup, and a fill that installs no table and goes ahead under the leaf lock only if no
+//!   edit marked the region replaced (`fault_rcu` has the argument, `designs/interval/` the
+//!   loom models).
 //! - **The soft TLB** is private to its core; it is used only inside an access window.
 //! - **Frames** are read and written inside an access window, in aligned 64-bit atomic words
 //!   (like rust-vmm's `vm-memory`): a concurrent reader of a word sees it whole, before or after
@@ -63,7 +74,8 @@
 //!
 //! **Page-table freeing**: after `munmap`, the design frees the tables covering the unmapped
 //! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) while it still excludes every
-//! fill that could install a table there (`coarse`: the write lock; `interval`: the interval
+//! fill that could install a table there (`coarse`: the write lock; `faultlock`: the fault
+//! lock's write side; `interval`: the interval
 //! lock, which holds those gaps), through the RCU domain.
 //!
 //! **Region store**: the Linux bodies (functions named `*_locked`) take the store borrowed from
@@ -74,9 +86,13 @@
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
 pub(crate) mod coarse;
+pub(crate) mod faultlock;
 pub(crate) mod interval;
+mod ops;
 mod placement;
 mod syscalls;
+
+pub(crate) use ops::DesignOps;
 
 use crate::core_state::Core;
 use crate::error::{Fault, VmError};
@@ -84,50 +100,6 @@ use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
 use crate::types::{Access, Prot, RegionInfo};
 use std::ops::Range;
-
-/// What a design implements (see the module doc). `sh` is the space's shared state, `core` the
-/// calling core's private state; the design never blocks inside an access window because it is
-/// never called inside one.
-pub(crate) trait DesignOps: Send + Sync {
-    /// `mmap` after argument checks.
-    fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError>;
-    /// `munmap` of a validated, non-empty page range.
-    fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError>;
-    /// `mprotect` of a validated, non-empty page range with known prot bits.
-    fn mprotect(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        prot: Prot,
-    ) -> Result<(), VmError>;
-    /// `madvise` of a validated, non-empty page range.
-    fn madvise(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        effect: AdviceEffect,
-    ) -> Result<(), VmError>;
-    /// Handles a fault at `va` (the page has no present entry allowing `access`): on success
-    /// the page-table entry allows the access (the caller retries its translation). Counted in
-    /// the statistics (`faults`, `fault_stages`).
-    fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault>;
-    /// [`fault`](DesignOps::fault) for `MAP_POPULATE` ([`Designs::populate`]): the same path,
-    /// not counted as a fault (a populate is not an access, as in Linux's per-process fault
-    /// counts).
-    fn populate_page(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-    ) -> Result<(), Fault>;
-    /// The regions like `/proc/self/maps`.
-    fn maps(&self) -> Vec<RegionInfo>;
-    /// Number of regions.
-    fn region_count(&self) -> u64;
-}
 
 /// Every implemented design.
 #[derive(Debug)]
@@ -137,6 +109,8 @@ pub(crate) trait DesignOps: Send + Sync {
 pub(crate) enum Designs {
     /// `coarse`: one space `RwLock`.
     Coarse(coarse::Coarse),
+    /// `faultlock`: a space lock for system calls, a fault lock for faults (ASPLOS'12 §5.1).
+    FaultLock(faultlock::FaultLock),
     /// `interval`: IntervalVM (SOSP'25 §5).
     Interval(interval::IntervalDesign),
 }
@@ -145,6 +119,7 @@ macro_rules! dispatch {
     ($self:expr, $d:ident => $e:expr) => {
         match $self {
             Designs::Coarse($d) => $e,
+            Designs::FaultLock($d) => $e,
             Designs::Interval($d) => $e,
         }
     };
@@ -155,34 +130,18 @@ impl Designs {
     pub(crate) fn new(sh: &Shared) -> Designs {
         match sh.config.design {
             crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
+            crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
         }
     }
 }
 
 impl Designs {
-    /// `MAP_POPULATE`: faults every page of a mapping just made, through the design's own fault
-    /// path, after the `mmap` returned from the design (its locks released, its region
-    /// published), as Linux's `mm_populate` runs after `mmap_lock` is dropped. So no design
-    /// installs a translation for a region that other cores cannot see yet (a lock-free fault
-    /// would answer `Unmapped` for a page beside one it could already read). Writable private
-    /// mappings are populated with write faults, like Linux's; a fault that fails (out of
-    /// memory, or a concurrent `munmap`/`mprotect` of the range) ends the populate, and the
-    /// `mmap` still succeeds, as in Linux.
+    /// `MAP_POPULATE` through the design's own fault path (`syscalls::populate`).
     fn populate(&self, sh: &Shared, core: &mut Core, range: Range<u64>, prot: Prot) {
-        if !prot.allows(Access::Read) {
-            return;
-        }
-        let access = if prot.contains(Prot::WRITE) {
-            Access::Write
-        } else {
-            Access::Read
-        };
-        for page in range.step_by(crate::types::PAGE_SIZE as usize) {
-            if self.populate_page(sh, core, page, access).is_err() {
-                break;
-            }
-        }
+        syscalls::populate(range, prot, |page, access| {
+            self.populate_page(sh, core, page, access)
+        });
     }
 }
 

@@ -10,15 +10,55 @@
 //!   are one edit (an [`OnOverlap::Refuse`] edit that fails with `EEXIST` when taken);
 //! - otherwise the highest free gap below `max_addr` that fits (top-down), or `ENOMEM`.
 //!
-//! Not for: argument validation (`semantics.rs`) or per-core arenas (a later design's policy).
+//! The order (fixed address, else a free hint, else top-down) is [`choose`]'s, which every
+//! design calls with its own gap scan: a held store's ([`find_locked`]), or a lock-free scan
+//! whose answer the design then takes as a `MAP_FIXED_NOREPLACE` edit under its locks (retrying
+//! when a concurrent call took it first). The top-down search itself is `region/gap.rs`'s, which
+//! every store and scan uses. A design with per-core
+//! arenas (`interval`) claims a gap in the caller's arena first; their layout is
+//! [`arena_layout`].
+//!
+//! Not for: argument validation (`semantics.rs`) or the arena claim itself (the skiplist's CAS,
+//! `aspace_map`).
 
+use crate::config::{Arenas, Config};
 use crate::core_state::Core;
 use crate::error::{Limit, VmError};
 use crate::region::plan::{EditOutcome, OnOverlap};
 use crate::region::store::RegionStore;
 use crate::region::Attrs;
 use crate::semantics::{Bounds, Placement};
-use crate::types::Sharing;
+use crate::types::{Sharing, PAGE_SIZE};
+use aspace_map::ArenaLayout;
+
+/// Whether a hint leaves room for `len` bytes below the top of the space.
+pub(crate) fn hint_fits(hint: u64, len: u64, bounds: Bounds) -> bool {
+    hint <= bounds.max_addr - len
+}
+
+/// Chooses where a mapping of `len` bytes goes (module doc): the fixed address; else the hint
+/// if it fits and `is_free` says its range is free; else the highest gap `top_down` finds. The
+/// scans are the caller's: exact under its lock, or lock-free (the answer then has to be taken
+/// by an edit that refuses an overlap).
+///
+/// # Errors
+/// `ENOMEM` ([`Limit::AddressSpace`]) when no gap fits.
+#[inline]
+pub(crate) fn choose(
+    placement: Placement,
+    len: u64,
+    bounds: Bounds,
+    is_free: impl FnOnce(u64, u64) -> bool,
+    top_down: impl FnOnce(u64, Bounds) -> Option<u64>,
+) -> Result<u64, VmError> {
+    match placement {
+        Placement::Fixed(a) | Placement::NoReplace(a) => Ok(a),
+        Placement::Hint(h) if hint_fits(h, len, bounds) && is_free(h, h + len) => Ok(h),
+        Placement::Hint(_) | Placement::Anywhere => {
+            top_down(len, bounds).ok_or(VmError::OutOfMemory(Limit::AddressSpace))
+        }
+    }
+}
 
 /// The highest `len`-byte gap of `regions` inside `bounds`, or `ENOMEM`.
 #[inline]
@@ -28,9 +68,31 @@ fn top_down(regions: &impl RegionStore, len: u64, bounds: Bounds) -> Result<u64,
         .ok_or(VmError::OutOfMemory(Limit::AddressSpace))
 }
 
-/// Whether a hint leaves room for `len` bytes below the top of the space.
-pub(crate) fn hint_fits(hint: u64, len: u64, bounds: Bounds) -> bool {
-    hint <= bounds.max_addr - len
+/// The arena layout `config` asks for (see [`Arenas`]): one arena per core slot.
+pub(crate) fn arena_layout(config: &Config) -> Option<ArenaLayout> {
+    match config.arenas {
+        Arenas::Off => None,
+        Arenas::Layout { count, size, base } => Some(ArenaLayout { count, size, base }),
+        Arenas::Auto => {
+            let count = config.core_slots();
+            let span = config.max_addr - config.min_addr;
+            let raw = span / 32 / count as u64;
+            // Arenas aligned to the page tables, so that no table (and no line of level-3
+            // entries) serves two arenas: otherwise a core's munmap, freeing the tables of its
+            // empty arena, reads the bitmap of the table its neighbour fills at the boundary
+            // (the conflict audit's `alloc-fault-modify`). 8 GiB is one line of level-3
+            // entries, 1 GiB a level-2 table, 2 MiB a leaf; the largest that costs at most a
+            // third of the arena.
+            let align = [8 << 30, 1 << 30, 2 << 20]
+                .into_iter()
+                .find(|&a| raw >= 3 * a)
+                .unwrap_or(PAGE_SIZE);
+            let size = raw & !(align - 1);
+            let base = config.min_addr.next_multiple_of(align);
+            (size >= 64 * PAGE_SIZE && base + count as u64 * size <= config.max_addr)
+                .then_some(ArenaLayout { count, size, base })
+        }
+    }
 }
 
 /// Where a mapping of `len` bytes would go, without mapping it (Linux reports some errors only
@@ -47,11 +109,13 @@ pub(crate) fn find_locked(
     len: u64,
     bounds: Bounds,
 ) -> Result<u64, VmError> {
-    match placement {
-        Placement::Fixed(a) | Placement::NoReplace(a) => Ok(a),
-        Placement::Hint(h) if hint_fits(h, len, bounds) && regions.is_free(h, h + len) => Ok(h),
-        Placement::Hint(_) | Placement::Anywhere => top_down(regions, len, bounds),
-    }
+    choose(
+        placement,
+        len,
+        bounds,
+        |s, e| regions.is_free(s, e),
+        |len, bounds| regions.find_gap_topdown(len, bounds),
+    )
 }
 
 /// Places a mapping of `len` bytes with `attrs` (module doc) and maps it: returns its start and

@@ -23,6 +23,11 @@
 //! - the fault: region lookup, rights check, first-write anon identity, then the page-table
 //!   fill; a read fault of a private writable region without identity maps without `WRITE`
 //!   (Linux's zero page), so the first write faults again and gives the region its identity.
+//!   Two forms: [`fault_locked`] under the caller's lock, and [`fault_rcu`], the same rules
+//!   with no space lock (a design with lock-free faults supplies only its RCU lookup,
+//!   [`RcuRegions`], and what it does on [`Retry`]: take its locks and call [`fault_locked`]);
+//! - `MAP_POPULATE`: [`populate`], every page through the design's fault path after its `mmap`
+//!   returned.
 //!
 //! The crate's rule that **a frame is reused only after the shootdown that removed its last
 //! translation returned** is encoded once, in [`zap_locked`] (`munmap`, `MAP_FIXED`'s
@@ -34,10 +39,10 @@
 use super::placement;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
-use crate::page_table::{FillError, UserMask, VA_BITS};
+use crate::page_table::{CheckedFill, FillError, UserMask, VA_BITS};
 use crate::region::plan::{adopted_anon, OnOverlap};
-use crate::region::store::{RegionRef, RegionStore};
-use crate::region::Attrs;
+use crate::region::store::{RcuRegions, RegionRef, RegionStore};
+use crate::region::{AnonId, Attrs};
 use crate::semantics::{vm_flags, AdviceEffect, MmapRequest, Placement};
 use crate::shared::Shared;
 use crate::shootdown::{ShootdownPolicy, Targets};
@@ -189,6 +194,20 @@ fn may_free_tables(range: &Range<u64>, gap: &Range<u64>) -> bool {
         .any(|&b| gap.start <= b && b.saturating_add(LEAF_SPAN) <= gap.end)
 }
 
+/// The attributes of the region a validated `mmap` request makes, of type `sharing` with anon
+/// identity `anon` (a shared mapping's shmem number; `None` for a private one, which gets its
+/// identity at its first write fault). `shm_base` is set where the mapping lands.
+#[inline]
+pub(crate) fn new_region_attrs(req: &MmapRequest, sharing: Sharing, anon: Option<AnonId>) -> Attrs {
+    Attrs {
+        prot: req.prot,
+        sharing,
+        flags: req.flags,
+        anon,
+        shm_base: 0,
+    }
+}
+
 /// `mmap` of a validated request (module doc). Returns the start of the mapping.
 ///
 /// # Errors
@@ -214,14 +233,8 @@ pub(crate) fn mmap_locked(
         }
     };
     let shared = sharing == Sharing::Shared;
-    let attrs = Attrs {
-        prot: req.prot,
-        sharing,
-        flags: req.flags,
-        // A shared mapping is a shmem object of its own, numbered like Linux's inodes.
-        anon: shared.then(|| regions.next_shmem()),
-        shm_base: 0,
-    };
+    // A shared mapping is a shmem object of its own, numbered like Linux's inodes.
+    let attrs = new_region_attrs(&req, sharing, shared.then(|| regions.next_shmem()));
     let (start, outcome) = placement::map_placed_locked(
         core,
         regions,
@@ -264,8 +277,9 @@ pub(crate) fn munmap_locked(
     }
     // Tables are freed also when nothing was mapped: a design whose frees stop short of the
     // true gap (`interval`'s windows stop at the arena separators they do not hold) leaves
-    // tables in holes, and a later `munmap` of the hole reclaims them. Skip the table walk when no table can have become free (the common case of a page
-    // unmapped next to a mapping in the same leaf table): a table is freeable only if it
+    // tables in holes, and a later `munmap` of the hole reclaims them. Skip the table walk
+    // when no table can have become free (the common case of a page unmapped next to a
+    // mapping in the same leaf table): a table is freeable only if it
     // covers part of `range` and lies inside the widened gap, and no leaf-sized block
     // touching `range` can lie inside it when `range` is surrounded closely enough.
     let optimistic = 0..outcome.next_start;
@@ -408,4 +422,143 @@ pub(crate) fn fault_locked(
     fill_locked(sh, core, regions, region, page, access).map_err(|e| match e {
         FillError::NoFrame | FillError::NoTable => Fault::OutOfMemory { addr: va },
     })
+}
+
+/// Why a lock-free fault ([`fault_rcu`]) could not decide: the caller takes its locks and runs
+/// [`fault_locked`] (or looks again).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Retry {
+    /// The range of the region the lookup found containing the address (a design that locks
+    /// ranges holds this one: whatever region contains the address once it is held overlaps
+    /// it); the page's range after a miss that does not answer `Unmapped`.
+    pub(crate) region: Range<u64>,
+}
+
+/// [`fault_locked`] without any space lock: the region found by `regions`' lock-free lookup
+/// under an RCU read section of the caller's core, then a fill that installs no table and goes
+/// ahead under the leaf's lock only if that region is not marked replaced
+/// (`PageTables::fill_checked`). `Ok(r)` is the fault's answer; [`Retry`] when only the caller's
+/// locks can answer. Counts fills like [`fault_locked`], not faults.
+///
+/// # What answers here, and which race each check closes
+///
+/// - **No region: `Unmapped`**, linearized at the lookup, for a set whose edits publish a
+///   range's new regions in the same step that removes the old ones
+///   ([`RcuRegions::MISS_IS_UNMAPPED`]; otherwise `Retry`, for the page's range: the lookup
+///   may have run between the unlink and the link of a split). A region's translations exist
+///   only after the commit that publishes it (`MAP_POPULATE` runs after the design's `mmap`
+///   returned, [`populate`]), so no page beside this one can already be readable.
+/// - **Rights refused: `Protection`**, only for a region not marked replaced, linearized at
+///   that check: an edit marks every region it replaces before it changes any entry (an
+///   `mprotect` adding rights upgrades entries before its commit), so an unmarked region's
+///   protection is still what every entry shows. A marked one's refusal may be stale (another
+///   core may already use an upgraded entry): `Retry`.
+/// - **First write of a private region without an anon identity: `Retry`.** Giving the region
+///   its identity may adopt an adjacent neighbour's, which needs the neighbours held by the
+///   caller's locks.
+/// - **A table on the way is missing: `Retry`** (`CheckedFill::NoLeaf`): a lock-free fault
+///   cannot tell a missing table from one being freed, so it never installs one.
+/// - **The stale fill (after `munmap`/`mprotect` of the region returned): `Retry`**
+///   (`CheckedFill::Refused`). The editor marks each region it replaces or removes and
+///   executes a `SeqCst` fence (`StoredRegion::mark_replaced`) before it clears or downgrades
+///   the region's entries under each existing leaf's lock, and the store's commit marks every
+///   value it takes out of the set, unchanged copies included (the leave rule,
+///   `region/store.rs`). The fill takes the leaf lock, executes a `SeqCst` fence and checks
+///   the mark: if both took the same leaf's lock, the lock orders them (the fill ran first and
+///   the editor clears or downgrades what it stored, or the fill sees the mark); if the
+///   editor's walk found an entry on the way empty, the leaf the fill reached below it was
+///   installed after the editor's load, so the fences are ordered editor-first and the check
+///   sees the mark (the argument is in `PageTables::fill_checked`). A leaf the editor frees is
+///   unlinked by waiting out its lock holder (`PageTables::collect`), and the read section
+///   keeps it from reuse.
+/// - **The fault during a split (or merge, or any rewrite of the region): `Retry`**, by the
+///   same mark: a split replaces the region by its pieces, marking the old value, so a fill
+///   for the value found before the split is refused instead of using the half the address
+///   does not belong to (its rights, its identity); only an edit *overlapping* the region can
+///   mark it, so edits of other regions never make a fault retry. (A lookup that found no
+///   region during a split: above.)
+///
+/// # Preconditions
+/// `regions` shares the space's RCU domain (one read section covers the lookup and the page
+/// walk; `aspace_map`'s maps panic on a guard of another domain) and obeys the leave rule; the
+/// caller is not inside an access window (`&mut Core`).
+///
+/// # Errors
+/// `Ok(Err(Fault::OutOfMemory))` when no frame is free.
+#[inline]
+pub(crate) fn fault_rcu<R: RcuRegions>(
+    sh: &Shared,
+    core: &mut Core,
+    regions: &R,
+    va: u64,
+    access: Access,
+) -> Result<Result<(), Fault>, Retry> {
+    let Core { reader, cache, .. } = core;
+    let guard = reader.read();
+    let page = va & !(PAGE_SIZE - 1);
+    let Some((region, stored)) = regions.lookup_rcu(va, &guard) else {
+        if R::MISS_IS_UNMAPPED {
+            return Ok(Err(Fault::Unmapped { addr: va }));
+        }
+        return Err(Retry {
+            region: page..page + PAGE_SIZE,
+        });
+    };
+    let attrs = stored.attrs();
+    if !attrs.prot.allows(access) {
+        if stored.is_replaced() {
+            return Err(Retry { region });
+        }
+        return Ok(Err(Fault::Protection { addr: va }));
+    }
+    if access == Access::Write && attrs.anon.is_none() && attrs.sharing == Sharing::Private {
+        return Err(Retry { region });
+    }
+    #[cfg(all(test, not(loom)))]
+    crate::fault_inject::STAGE1_BEFORE_FILL.reached();
+    let filled = sh.tables.fill_checked(
+        page,
+        pte_prot(&attrs),
+        access,
+        || !stored.is_replaced(),
+        || cache.alloc(&sh.pool),
+    );
+    match filled {
+        Ok(CheckedFill::Filled { new_frame }) => {
+            if new_frame {
+                sh.counters.of(core.id).bump_fills();
+            }
+            Ok(Ok(()))
+        }
+        Ok(CheckedFill::NoLeaf | CheckedFill::Refused) => Err(Retry { region }),
+        Err(_) => Ok(Err(Fault::OutOfMemory { addr: va })),
+    }
+}
+
+/// `MAP_POPULATE` of `range` (a mapping just made, with protection `prot`): faults every page
+/// through `fault_page` (the design's fault path, not counted as faults), after the design's
+/// `mmap` returned (its locks released, its region published), as Linux's `mm_populate` runs
+/// after `mmap_lock` is dropped; so no design installs a translation for a region that other
+/// cores cannot see yet (a lock-free fault would answer `Unmapped` for a page beside one it
+/// could already read). Writable mappings are populated with write faults, like Linux's; a
+/// fault that fails (out of memory, or a concurrent `munmap`/`mprotect` of the range) ends the
+/// populate, and the `mmap` still succeeds, as in Linux.
+pub(crate) fn populate(
+    range: Range<u64>,
+    prot: Prot,
+    mut fault_page: impl FnMut(u64, Access) -> Result<(), Fault>,
+) {
+    if !prot.allows(Access::Read) {
+        return;
+    }
+    let access = if prot.contains(Prot::WRITE) {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    for page in range.step_by(PAGE_SIZE as usize) {
+        if fault_page(page, access).is_err() {
+            break;
+        }
+    }
 }

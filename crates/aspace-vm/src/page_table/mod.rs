@@ -3,10 +3,10 @@
 //!
 //! The files: `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table
 //! memory: type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's
-//! table cache: install from it, retire into it, reuse after a grace period), `users.rs` (each leaf's
-//! record of the cores that may cache its translations, for targeted shootdown), this file (the
-//! tree: walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom model of a
-//! walker racing table reclamation and reuse).
+//! table cache: install from it, retire into it, reuse after a grace period), `users.rs` (each
+//! leaf's record of the cores that may cache its translations, for targeted shootdown), this
+//! file (the tree: walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom
+//! model of a walker racing table reclamation and reuse).
 //!
 //! # Layout
 //!
@@ -80,13 +80,13 @@
 //!
 //! `fill` and `free_tables` must not run concurrently on the same range: the caller excludes
 //! fills inside `empty` (`coarse` holds the space write lock; `interval` the interval lock of
-//! the gaps). The one exception is `fill_checked` (`interval`'s lock-free fault): it installs
-//! no table and fills a leaf only while its caller's check (the region not replaced) holds
-//! under the leaf lock; `free_tables` unlinks each leaf by waiting out a holder of its lock, so
-//! such a fill finds its leaf gone or its region replaced. `free_tables` must
-//! follow `clear_range` of the same range (every PTE inside `empty` is already zero; debug
-//! builds assert it) and always be given the same RCU domain, the one whose read guard the
-//! walkers hold.
+//! the gaps). The one exception is `fill_checked` (every lock-free fault's, through
+//! `designs/syscalls.rs`'s `fault_rcu`; `interval`'s first stage): it installs no table and
+//! fills a leaf only while its caller's check (the region not replaced) holds under the leaf
+//! lock; `free_tables` unlinks each leaf by waiting out a holder of its lock, so such a fill
+//! finds its leaf gone or its region replaced. `free_tables` must follow `clear_range` of the
+//! same range (every PTE inside `empty` is already zero; debug builds assert it) and always be
+//! given the same RCU domain, the one whose read guard the walkers hold.
 //!
 //! Addresses are below 2^48 (four levels): `fill` panics above, the range operations ignore
 //! what lies above, `lookup` answers `None`.
@@ -323,8 +323,9 @@ impl PageTables {
         Ok(pte)
     }
 
-    /// The lock-free fault's fill (the `interval` design's stage 1): like [`PageTables::fill`],
-    /// but it installs no table and fills only while `live()` holds, asked under the leaf lock.
+    /// The lock-free fault's fill (`designs/syscalls.rs`'s `fault_rcu`, which every design with
+    /// lock-free faults calls; `interval`'s stage 1): like [`PageTables::fill`], but it
+    /// installs no table and fills only while `live()` holds, asked under the leaf lock.
     ///
     /// Walks down; if a table on the way is missing, answers
     /// [`CheckedFill::NoLeaf`] (the caller must not allocate tables without its locks). Under

@@ -8,9 +8,14 @@
 //! - [`plan`]: the pure edit plan (the old pieces of a window in, the new pieces out: splitting,
 //!   merging, anon identity adoption, `max_map_count`), shared by every design;
 //! - [`store`]: where regions live ([`store::RegionStore`], the window a plan reads and the
-//!   replacement it writes) and the first store, a `BTreeMap` keyed by region end.
-//! - `skiplist_store`: a second store over `aspace_map`'s interval skiplist (one `lock` +
-//!   `swap` per edit), exercised by the region tests until the interval design uses it.
+//!   replacement it writes), the first store, a `BTreeMap` keyed by region end (`coarse`'s),
+//!   the skiplist of regions and its lock-free lookup ([`store::RcuRegions`]).
+//!
+//! Beside them: [`gap`], the top-down gap search every store uses; [`count`] and [`shmem`],
+//! the region count and the shmem numbers that stores of a parallel design share; and
+//! `skiplist_store`, a test-only store over the interval skiplist (one `lock` + `swap` per
+//! edit) that runs the region tests on the skiplist. The `interval` design does not use it:
+//! it holds a window of the skiplist as its store (`designs/interval/window.rs`).
 //!
 //! # Merging like `/proc/self/maps`
 //!
@@ -29,9 +34,12 @@
 //!
 //! Not for: locking (the design wraps the store in its lock) or page tables.
 
+pub(crate) mod count;
 #[cfg(all(test, not(loom)))]
 mod fault_injection_tests;
+pub(crate) mod gap;
 pub(crate) mod plan;
+pub(crate) mod shmem;
 #[cfg(all(test, not(loom)))]
 mod skiplist_store;
 pub(crate) mod store;

@@ -31,6 +31,7 @@
 //!
 //! Not for: locking between designs' callers (`&mut self` is the edit lock here), placement.
 
+use super::gap::highest_gap;
 use super::store::{check_regions, region_skiplist, RegionRef, RegionStore, StoredRegion};
 use super::{AnonId, Region};
 use crate::error::{Limit, VmError};
@@ -171,17 +172,8 @@ impl RegionStore for SkipListStore {
 
     /// Cost: every region (collected, then scanned from the top as the `BTreeStore` does).
     fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
-        let mut hi = bounds.max_addr;
-        for r in self.collect(0..KEY_SPACE_END).iter().rev() {
-            if hi >= r.end && hi - r.end >= len {
-                return Some(hi - len);
-            }
-            hi = r.start;
-            if hi < bounds.min_addr.saturating_add(len) {
-                return None;
-            }
-        }
-        (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
+        let regions = self.collect(0..KEY_SPACE_END);
+        highest_gap(regions.iter().rev().map(|r| r.start..r.end), len, bounds)
     }
 
     fn read_window(&self, range: Range<u64>, old: &mut Vec<Region>) -> u64 {

@@ -6,9 +6,9 @@
 //! around the pure plan (`plan.rs`): [`RegionStore::read_window`] reads the regions an edit of a
 //! range can touch (its neighbours included), and [`RegionStore::replace_window`] swaps them for
 //! the plan's result. The Bonsai tree (one writer, published by one root pointer) and the
-//! interval skiplist (`lock` the window's nodes, then `swap` them; `skiplist_store.rs`, so far
-//! exercised by the region tests only) fit the same two steps, so a later design supplies a
-//! store and reuses the plan and the Linux bodies unchanged.
+//! interval skiplist (`lock` the window's nodes, then `swap` them: `interval`'s window,
+//! `designs/interval/window.rs`, and the test-only `skiplist_store.rs`) fit the same two steps,
+//! so a later design supplies a store and reuses the plan and the Linux bodies unchanged.
 //!
 //! Each region's value is a [`StoredRegion`]: its attributes, with the anon identity kept in an
 //! atomic word so that a fault holding the store *shared* can set it once (none -> id, the
@@ -32,7 +32,9 @@
 //! leaves the store while such faults run (removed, replaced, *or copied unchanged into a new
 //! node* by a commit that rewrites a span around it) is marked ([`StoredRegion::mark_replaced`])
 //! before its successor is published and before any entry of its range is touched, and a fault
-//! checks the mark under the leaf lock ([`PageTables::fill_checked`](crate::page_table::PageTables::fill_checked)).
+//! checks the mark under the leaf lock
+//! ([`PageTables::fill_checked`](crate::page_table::PageTables::fill_checked); the checks and the
+//! races they close are `designs/syscalls.rs`'s `fault_rcu`, which every lock-free fault uses).
 //! The mark is set by the store, never left to a design or a body to remember:
 //! - [`region_skiplist`] builds the skiplist of regions with the mark as its leave hook, so the
 //!   skiplist's one commit marks every node it takes out of the list, copies included
@@ -45,6 +47,7 @@
 //!
 //! Not for: locking (the design wraps the store in its lock) or the rules of an edit (`plan.rs`).
 
+use super::gap::highest_gap;
 use super::plan::{plan_edit, EditBuffers, EditOutcome, OnOverlap};
 use super::{AnonId, Attrs, Region};
 use crate::error::VmError;
@@ -52,8 +55,8 @@ use crate::semantics::Bounds;
 use crate::sync::stat::AtomicU64;
 use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
-use aspace_map::{ArenaLayout, SkipListMap};
-use aspace_rcu::Domain;
+use aspace_map::{ArenaLayout, IntervalMap, SkipListMap};
+use aspace_rcu::{Domain, Guard};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -163,6 +166,39 @@ pub(crate) fn region_skiplist(
         None => SkipListMap::new(domain),
     };
     map.with_leave_mark(StoredRegion::mark_replaced)
+}
+
+/// A region set that a fault can search without locks, under a read guard of the space's RCU
+/// domain: the one thing a lock-free fault design supplies to `designs/syscalls.rs`'s
+/// `fault_rcu`. Its values must obey the leave rule (module doc): a value that leaves the set is
+/// marked before its successor is published and before any entry of its range changes.
+pub(crate) trait RcuRegions {
+    /// Whether a lookup that finds no region answers the fault (`Unmapped`): true when every
+    /// edit replaces a range's regions in one step that readers see whole (the skiplist's
+    /// `swap`); false for a set whose edits unlink before they link, where a miss may be a
+    /// split in flight and the fault retries under the design's locks.
+    const MISS_IS_UNMAPPED: bool;
+
+    /// The region containing `va`: its range and its value, valid while `guard` lives.
+    fn lookup_rcu<'g>(
+        &'g self,
+        va: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(Range<u64>, &'g StoredRegion)>;
+}
+
+/// The region skiplist, built by [`region_skiplist`] (whose commits mark what leaves).
+impl RcuRegions for SkipListMap<StoredRegion> {
+    const MISS_IS_UNMAPPED: bool = true;
+
+    #[inline]
+    fn lookup_rcu<'g>(
+        &'g self,
+        va: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(Range<u64>, &'g StoredRegion)> {
+        self.query(va, guard).map(|(iv, v)| (iv.start..iv.end, v))
+    }
 }
 
 /// A region of a store, borrowed.
@@ -460,17 +496,8 @@ impl RegionStore for BTreeStore {
     /// augmentation; the benchmark patterns find their gap at the first step).
     #[inline]
     fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
-        let mut hi = bounds.max_addr;
-        for (&end, s) in self.map.iter().rev() {
-            if hi >= end && hi - end >= len {
-                return Some(hi - len);
-            }
-            hi = s.start;
-            if hi < bounds.min_addr.saturating_add(len) {
-                return None;
-            }
-        }
-        (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
+        let regions = self.map.iter().rev().map(|(&end, s)| s.start..end);
+        highest_gap(regions, len, bounds)
     }
 
     #[inline]

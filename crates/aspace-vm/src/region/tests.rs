@@ -325,7 +325,8 @@ store_tests! {
             .unwrap();
         assert!(o.overlapped);
         assert_eq!(s.gap_around(0x21000..0x22000, o, VA), 0x21000..0x22000);
-        // Nothing below: the gap reaches address 0 (below min_addr); above: the next region's start.
+        // Nothing below: the gap reaches address 0 (below min_addr); above: the next region's
+        // start.
         let o = s
             .edit(0x20000..0x21000, |_| None, usize::MAX, false)
             .unwrap();

@@ -15,8 +15,9 @@
 //! `MAP_DROPPABLE` type; `semantics.rs`); protections carry `PROT_SEM`, `PROT_GROWSDOWN`,
 //! `PROT_GROWSUP` or any other bit in a quarter of the draws. Boundary ops (`boundary_op`) name
 //! addresses at and above Linux's `TASK_SIZE` up to the top page of 2^64, aligned or not, which
-//! both sides must refuse alike. Advice values that change kernel-internal VMA flags
-//! (`MADV_RANDOM`, `MADV_SEQUENTIAL`) are not generated.
+//! both sides must refuse alike; among them `top_page_mmap`, fixed mappings in the top page
+//! with any type and flags (Linux's errno is `-addr` there). Advice values that change
+//! kernel-internal VMA flags (`MADV_RANDOM`, `MADV_SEQUENTIAL`) are not generated.
 //!
 //! Not for: applying ops (that is `kernel.rs` and `engine.rs`).
 
@@ -289,7 +290,8 @@ fn gen_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
             },
         },
         68..=87 => {
-            // Up to a little over two pages, anywhere (crossing page boundaries), inside the window.
+            // Up to a little over two pages, anywhere (crossing page boundaries), inside the
+            // window.
             let total = cfg.pages * PAGE;
             let start = rng.below(total);
             let len = (1 + rng.below(2 * PAGE + 64)).min(total - start);
@@ -437,6 +439,9 @@ fn bad_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
 /// same answer (`MAP_FIXED` past the top `ENOMEM`, `munmap` `EINVAL`, `mprotect`/`madvise`
 /// `ENOMEM` or `EINVAL`, `MAP_FIXED` in the top page `errno = -addr`).
 fn boundary_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
+    if rng.pct(30) {
+        return top_page_mmap(rng, cfg);
+    }
     let below_top = 0u64.wrapping_sub(PAGE * (1 + rng.below(16)));
     let page = rng.pick(&[
         TASK_SIZE,
@@ -474,6 +479,54 @@ fn boundary_op(rng: &mut Rng, cfg: &GenConfig) -> Op {
             len,
             advice: rng.pick(&[MADV_NORMAL, MADV_WILLNEED, MADV_DONTNEED, 77]),
         },
+    }
+}
+
+/// `MAP_FIXED`/`MAP_FIXED_NOREPLACE` at an address in the top page (`addr > 2^64 - 4096`), the
+/// class where Linux's errno is `-addr` (issue 19, `semantics.rs`): lengths on both sides of
+/// each check that comes before it (zero; past aspace's top but below `TASK_SIZE`, where
+/// aspace once said `ENOMEM`; `TASK_SIZE` and one byte more; overflowing), any mapping type,
+/// protection and flag, `MAP_GROWSDOWN`, `MAP_LOCKED` and `MAP_32BIT` included (only
+/// `MAP_HUGETLB`, unsupported, is left out). Every such call fails without mapping anything.
+fn top_page_mmap(rng: &mut Rng, cfg: &GenConfig) -> Op {
+    let addr = 0u64.wrapping_sub(1 + rng.below(PAGE - 1));
+    let window = cfg.pages * PAGE;
+    let lens = [
+        0,
+        1 + rng.below(4 * PAGE),
+        window + 1 + rng.below(PAGE),
+        window + rng.below(TASK_SIZE - window),
+        0x5d40_0003_0001,
+        TASK_SIZE - rng.below(PAGE),
+        TASK_SIZE + 1 + rng.below(PAGE),
+        overflowing_len(rng),
+    ];
+    let len = rng.pick(&lens);
+    let ty = rng.below(16) as u32;
+    let fixed = rng.pick(&[
+        MAP_FIXED,
+        MAP_FIXED_NOREPLACE,
+        MAP_FIXED | MAP_FIXED_NOREPLACE,
+    ]);
+    let mut flags = ty | MAP_ANONYMOUS | fixed;
+    while rng.pct(40) {
+        flags |= rng.pick(&[
+            MAP_SYNC,
+            MAP_POPULATE,
+            MAP_NORESERVE,
+            MAP_STACK,
+            MAP_32BIT,
+            0x100,  // MAP_GROWSDOWN
+            0x2000, // MAP_LOCKED
+            MAP_UNKNOWN,
+        ]);
+    }
+    let prot = prot(rng);
+    Op::Mmap {
+        off: addr.wrapping_sub(cfg.base),
+        len,
+        prot,
+        flags,
     }
 }
 

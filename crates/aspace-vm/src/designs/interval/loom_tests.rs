@@ -4,7 +4,7 @@
 //! freeing of the fault's page tables while it holds the leaf lock.
 //!
 //! The fault runs `PageTables::fill_checked` with the region's `is_replaced` check, as
-//! `IntervalDesign::fault_lockless` does; the editor marks the region replaced and then clears
+//! `syscalls::fault_rcu` does; the editor marks the region replaced and then clears
 //! (`munmap`) or downgrades (`mprotect`) its entries, as a window's edit followed by the Linux
 //! body does. Checked after both: no translation of the region's page survives the `munmap`,
 //! and none allows writing after the `mprotect` to read-only; a frame the fault installed was
@@ -303,7 +303,7 @@ fn loom_stage1_fill_never_survives_a_munmap_of_a_region_a_commit_copied() {
         let fault = {
             let (pt, map) = (Arc::clone(&pt), Arc::clone(&map));
             thread::spawn(move || {
-                // `IntervalDesign::fault_lockless`: query, then the checked fill.
+                // `syscalls::fault_rcu`: query, then the checked fill.
                 use aspace_map::IntervalMap;
                 let guard = reader.read();
                 // None: the munmap came first (the fault reports `Unmapped`).

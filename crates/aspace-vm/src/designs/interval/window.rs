@@ -9,8 +9,8 @@
 //! or removes as replaced (`StoredRegion::mark_replaced`, the signal a lock-free fault checks
 //! under the leaf lock). [`Window::commit`] publishes what changed with one skiplist `swap` of
 //! that span alone (`SkipLocked::narrow` first releases the held regions that come back
-//! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing the tables
-//! of the widened gap, the shootdown) all run while the range is still held:
+//! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing
+//! the tables of the widened gap, the shootdown) all run while the range is still held:
 //! no Alloc can put a region into a gap whose tables are being freed.
 //!
 //! Regions of the window that an edit did not touch stay the skiplist's own values (a first
@@ -54,8 +54,10 @@
 //!
 //! Not for: the lock modes (the design takes LR/LW/GR/GW around a window) or lock-free faults.
 
-use super::{RegionCount, ShmemNumbers};
 use crate::error::{Limit, VmError};
+use crate::region::count::RegionCount;
+use crate::region::gap::highest_gap;
+use crate::region::shmem::ShmemNumbers;
 use crate::region::store::{RegionRef, RegionStore, StoredRegion};
 use crate::region::{AnonId, Region};
 use crate::semantics::Bounds;
@@ -302,15 +304,12 @@ impl RegionStore for Window<'_> {
     /// The highest gap inside the window's stable span (the design places mappings before it
     /// takes a window and never asks; answered exactly for what the window holds).
     fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
-        let lo_bound = bounds.min_addr.max(self.span.start);
-        let mut hi = bounds.max_addr.min(self.span.end);
-        for p in self.pieces.iter().rev() {
-            if hi >= p.end && hi - p.end >= len && hi - len >= lo_bound {
-                return Some(hi - len);
-            }
-            hi = hi.min(p.start);
-        }
-        (hi >= lo_bound && hi - lo_bound >= len).then_some(hi - len)
+        let held = Bounds {
+            min_addr: bounds.min_addr.max(self.span.start),
+            max_addr: bounds.max_addr.min(self.span.end),
+        };
+        let regions = self.pieces.iter().rev().map(|p| p.start..p.end);
+        highest_gap(regions, len, held)
     }
 
     /// As the `BTreeStore`'s; past the held regions the answer is the end of the stable span
