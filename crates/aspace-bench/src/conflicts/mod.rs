@@ -216,8 +216,20 @@ pub fn run(
     Ok(rows)
 }
 
+/// One recording at a time per process: the recorder's round counter and background log are
+/// process-wide (`aspace-conflicts`), so two audits running at once (two tests of one test
+/// binary, on parallel test threads) would each count the other's background accesses, in the
+/// wrong rounds. That made `interval`'s RCU figure read 0.0125 instead of 0 in 1 run of 25.
+#[cfg(feature = "conflicts")]
+static ONE_RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(feature = "conflicts")]
 fn run_point(plan: &Plan, design: &'static str, cores: usize) -> Result<ConflictRow, BenchError> {
+    // A panic in an earlier recording poisons nothing this one relies on: the recorder is reset
+    // when a recording starts.
+    let _one = ONE_RECORDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let builder = vm::engine_builder(design).ok_or_else(|| BenchError::UnknownDesign {
         workload: plan.workload.to_string(),
         design: design.to_string(),
