@@ -83,6 +83,17 @@ fn concurrent_anywhere_mmaps_each_get_their_own_gap_while_faults_run() {
 /// their anon identity and so decide merges, hints on, beside and past mappings included).
 #[test]
 fn faultlock_places_and_answers_exactly_like_coarse_in_one_history() {
+    same_history_as_coarse(Design::FaultLock);
+}
+
+/// The same for `interval` with arenas off (its `mmap(NULL)` and hints go through
+/// `placement::choose` over lock-free scans, taken as `MAP_FIXED_NOREPLACE` under a window).
+#[test]
+fn interval_without_arenas_places_and_answers_exactly_like_coarse_in_one_history() {
+    same_history_as_coarse(Design::Interval);
+}
+
+fn same_history_as_coarse(design: Design) {
     let lo = 0x10_0000;
     let hi = lo + 256 * P;
     let build = |d| {
@@ -91,10 +102,11 @@ fn faultlock_places_and_answers_exactly_like_coarse_in_one_history() {
             .address_range(lo, hi)
             .memory(512 * P)
             .max_map_count(24)
+            .arenas(aspace_vm::Arenas::Off)
             .build()
             .unwrap()
     };
-    let (c, f) = (build(Design::Coarse), build(Design::FaultLock));
+    let (c, f) = (build(Design::Coarse), build(design));
     let (mut hc, mut hf) = (c.attach().unwrap(), f.attach().unwrap());
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut next = |n: u64| {
