@@ -174,7 +174,10 @@ fn same_history_as_coarse(design: Design) {
         merged_writes += usize::from(op >= 7 && rc.starts_with("Ok"));
         assert_eq!(c.maps(), f.maps(), "step {step}, op {op}");
     }
-    assert!(placed > 500 && merged_writes > 500, "{placed} {merged_writes}");
+    assert!(
+        placed > 500 && merged_writes > 500,
+        "{placed} {merged_writes}"
+    );
     let (sc, sf) = (c.stats(), f.stats());
     assert_eq!(
         (sc.regions, sc.frames_in_use),

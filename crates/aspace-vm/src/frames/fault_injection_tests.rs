@@ -143,13 +143,21 @@ fn every_design_fails_a_fault_without_a_frame_cleanly() {
         let maps = s.maps();
         // First write (stage 2 in interval: the region gets its identity there).
         fail_nth_frame_alloc(1);
-        assert_eq!(c.write(a, b"x"), Err(Fault::OutOfMemory { addr: a }), "{design:?}");
+        assert_eq!(
+            c.write(a, b"x"),
+            Err(Fault::OutOfMemory { addr: a }),
+            "{design:?}"
+        );
         assert_eq!(s.stats().frames_in_use, 0, "{design:?}");
         c.write(a, b"x").unwrap();
         // A read fault of the region, now with its identity (interval: lock-free).
         let mut b = [0u8; 1];
         fail_nth_frame_alloc(1);
-        assert_eq!(c.read(a + P, &mut b), Err(Fault::OutOfMemory { addr: a + P }), "{design:?}");
+        assert_eq!(
+            c.read(a + P, &mut b),
+            Err(Fault::OutOfMemory { addr: a + P }),
+            "{design:?}"
+        );
         assert_eq!(s.stats().frames_in_use, 1, "{design:?}");
         c.read(a + P, &mut b).unwrap();
         // A write of the page just read: an upgrade, no frame needed.
@@ -165,7 +173,11 @@ fn every_design_fails_a_fault_without_a_frame_cleanly() {
         let p = c
             .mmap(0, 4 * P, Prot::READ_WRITE, PA | MapFlags::POPULATE)
             .unwrap();
-        assert_eq!(s.stats().frames_in_use, 3, "{design:?}: populated up to the failure");
+        assert_eq!(
+            s.stats().frames_in_use,
+            3,
+            "{design:?}: populated up to the failure"
+        );
         c.write(p + 3 * P, b"y").unwrap();
         c.munmap(a, 4 * P).unwrap();
         c.munmap(p, 4 * P).unwrap();

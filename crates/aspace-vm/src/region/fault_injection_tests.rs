@@ -91,11 +91,18 @@ fn every_design_fails_region_edits_cleanly_when_the_store_cannot_allocate() {
         let shared = MapFlags::SHARED | MapFlags::ANONYMOUS;
         let before = s.maps();
         fail_nth_region_reserve(1);
-        assert_eq!(c.mmap(0, P, Prot::READ, shared).unwrap_err(), NOMEM, "{design:?}");
+        assert_eq!(
+            c.mmap(0, P, Prot::READ, shared).unwrap_err(),
+            NOMEM,
+            "{design:?}"
+        );
         assert_eq!(s.maps(), before, "{design:?}");
         let m = c.mmap(0, P, Prot::READ, shared).unwrap();
         let info = s.maps().into_iter().find(|r| r.start == m).unwrap();
-        assert_eq!(info.inode, 1, "{design:?}: the failed shared mmap used up a number");
+        assert_eq!(
+            info.inode, 1,
+            "{design:?}: the failed shared mmap used up a number"
+        );
         c.munmap(0x1_0000, s.config().max_addr - 0x1_0000).unwrap();
         let st = s.stats();
         assert_eq!((st.frames_in_use, st.regions), (0, 0), "{design:?}");

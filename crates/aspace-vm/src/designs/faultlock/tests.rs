@@ -43,7 +43,11 @@ fn a_fault_between_the_search_and_the_edit_is_seen_by_the_edit() {
         let mut b = s.attach().unwrap();
         a.mmap(top - 2 * P, 2 * P, Prot::READ_WRITE, PA | MapFlags::FIXED)
             .unwrap();
-        let flags = if populate { PA | MapFlags::POPULATE } else { PA };
+        let flags = if populate {
+            PA | MapFlags::POPULATE
+        } else {
+            PA
+        };
         let (at_pause, paused) = channel::<()>();
         let (go_on, resume) = channel::<()>();
         let got = std::thread::scope(|sc| {
@@ -56,7 +60,10 @@ fn a_fault_between_the_search_and_the_edit_is_seen_by_the_edit() {
             });
             paused.recv().unwrap();
             let d = design(&s);
-            assert!(d.space.is_locked(), "the space mutex is held between the guards");
+            assert!(
+                d.space.is_locked(),
+                "the space mutex is held between the guards"
+            );
             assert!(
                 d.regions.try_write().is_some(),
                 "no fault-lock guard is held between the guards"
@@ -81,7 +88,6 @@ fn a_fault_between_the_search_and_the_edit_is_seen_by_the_edit() {
         );
     }
 }
-
 
 /// A panic while `mmap` holds the space mutex (here between its guards) unwinds through it:
 /// the mutex is released (`parking_lot`: no poisoning), nothing changed, and the next call of

@@ -422,8 +422,15 @@ fn a_commit_out_of_memory_of_an_mprotect_adding_write_leaves_no_writable_entry()
         e.mprotect(x, 2 * P, Prot::READ_WRITE)
     }));
     design(&space).map.fail_allocations_after(None);
-    assert!(r.is_err(), "out of memory at the commit panics (a stated departure)");
-    assert_eq!(space.maps(), before, "the region list is as before: PROT_READ");
+    assert!(
+        r.is_err(),
+        "out of memory at the commit panics (a stated departure)"
+    );
+    assert_eq!(
+        space.maps(),
+        before,
+        "the region list is as before: PROT_READ"
+    );
     check(design(&space));
     let w = e.write(x, &[9]);
     assert!(
