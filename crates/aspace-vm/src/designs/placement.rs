@@ -228,4 +228,92 @@ mod tests {
             libc::ENOMEM
         );
     }
+
+    /// Review (issue 19): Linux x86's hint rules (`arch_get_unmapped_area_topdown`:
+    /// `mmap_address_hint_valid`, then `!vma || addr + len <= vm_start_gap(vma)`) at the edges
+    /// the differential test draws rarely: a hint ending exactly at the top or at a region's
+    /// start, a hint starting at a region's end, a hint overlapping a region by one page either
+    /// way, and lengths at the bound.
+    #[test]
+    fn hints_and_lengths_at_the_edges_are_placed_like_linux() {
+        let mut s = BTreeStore::default();
+        let top = B.max_addr;
+        assert_eq!(
+            find_locked(&s, Placement::Hint(top - 2 * P), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        assert_eq!(
+            find_locked(&s, Placement::Hint(top - P), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        map(&mut s, 0x30_0000, 0x30_2000);
+        // Ends exactly at the region: free.
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x2f_e000), 2 * P, B),
+            Ok(0x2f_e000)
+        );
+        // Starts exactly at its end: free.
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x30_2000), 2 * P, B),
+            Ok(0x30_2000)
+        );
+        // One page into it from below, or from inside: top-down.
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x2f_f000), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x30_1000), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        // A region at the very top: the search goes below it.
+        map(&mut s, top - P, top);
+        assert_eq!(find_locked(&s, Placement::Anywhere, P, B), Ok(top - 2 * P));
+        assert_eq!(
+            find_locked(&s, Placement::Hint(top - P), P, B),
+            Ok(top - 2 * P)
+        );
+        // The whole space: only from min_addr; one page more is ENOMEM.
+        let e = BTreeStore::default();
+        let all = B.max_addr - B.min_addr;
+        assert_eq!(find_locked(&e, Placement::Anywhere, all, B), Ok(B.min_addr));
+        assert_eq!(
+            find_locked(&e, Placement::Hint(B.min_addr + P), all, B),
+            Ok(B.min_addr)
+        );
+        assert_eq!(
+            find_locked(&e, Placement::Anywhere, all + P, B)
+                .unwrap_err()
+                .errno(),
+            libc::ENOMEM
+        );
+        assert_eq!(
+            find_locked(&e, Placement::Hint(B.min_addr), B.max_addr, B)
+                .unwrap_err()
+                .errno(),
+            libc::ENOMEM
+        );
+    }
+
+    /// Review (issue 19): Linux 6.18 x86-64 (CONFIG_TRANSPARENT_HUGEPAGE, on this machine with
+    /// THP `madvise`) places a hint-less private anonymous mapping whose length is a multiple of
+    /// 2 MiB at a 2 MiB boundary (`__get_unmapped_area` -> `thp_get_unmapped_area_vmflags`: a
+    /// top-down search for `len + 2 MiB`, then the highest aligned start in it). Probed with a
+    /// C program here: after `mmap(NULL, 4096)` at 0x7f1f4883c000, `mmap(NULL, 2 MiB)` returned
+    /// 0x7f1f48400000 (not 0x7f1f4863c000); a `2 MiB + 4 KiB` one was placed unaligned, directly
+    /// below. The differential test never compares a hint-less `mmap` (its window lies far below
+    /// the kernel's mmap base), so the plain top-down answer here is unchecked against Linux.
+    #[test]
+    #[ignore = "review finding: mmap(NULL) of a 2 MiB-multiple private length is not THP-aligned like Linux 6.18's"]
+    fn hintless_pmd_multiple_private_mappings_are_2mib_aligned_like_linux() {
+        let mut s = BTreeStore::default();
+        let top = B.max_addr; // 2 MiB aligned
+        map(&mut s, top - P, top);
+        let two_m = 2 << 20;
+        assert_eq!(
+            find_locked(&s, Placement::Anywhere, two_m, B),
+            Ok(top - 2 * two_m),
+            "Linux: align_down(top - 4 KiB - 2 MiB, 2 MiB)"
+        );
+    }
 }
