@@ -295,25 +295,4 @@ mod tests {
         );
     }
 
-    /// Review (issue 19): Linux 6.18 x86-64 (CONFIG_TRANSPARENT_HUGEPAGE, on this machine with
-    /// THP `madvise`) places a hint-less private anonymous mapping whose length is a multiple of
-    /// 2 MiB at a 2 MiB boundary (`__get_unmapped_area` -> `thp_get_unmapped_area_vmflags`: a
-    /// top-down search for `len + 2 MiB`, then the highest aligned start in it). Probed with a
-    /// C program here: after `mmap(NULL, 4096)` at 0x7f1f4883c000, `mmap(NULL, 2 MiB)` returned
-    /// 0x7f1f48400000 (not 0x7f1f4863c000); a `2 MiB + 4 KiB` one was placed unaligned, directly
-    /// below. The differential test never compares a hint-less `mmap` (its window lies far below
-    /// the kernel's mmap base), so the plain top-down answer here is unchecked against Linux.
-    #[test]
-    #[ignore = "review finding: mmap(NULL) of a 2 MiB-multiple private length is not THP-aligned like Linux 6.18's"]
-    fn hintless_pmd_multiple_private_mappings_are_2mib_aligned_like_linux() {
-        let mut s = BTreeStore::default();
-        let top = B.max_addr; // 2 MiB aligned
-        map(&mut s, top - P, top);
-        let two_m = 2 << 20;
-        assert_eq!(
-            find_locked(&s, Placement::Anywhere, two_m, B),
-            Ok(top - 2 * two_m),
-            "Linux: align_down(top - 4 KiB - 2 MiB, 2 MiB)"
-        );
-    }
 }
