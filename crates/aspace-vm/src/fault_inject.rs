@@ -61,6 +61,7 @@ thread_local! {
     static STAGE1: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static STAGE2: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static COMMIT: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    static BETWEEN: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
 /// `interval`'s lock-free fault, between its region query and the leaf lock of its fill (the
@@ -72,6 +73,9 @@ pub(crate) static STAGE2_BEFORE_WINDOW: PausePoint = PausePoint(&STAGE2);
 /// `interval`'s window commit, before its swap publishes the edit (the body's page-table work
 /// is done).
 pub(crate) static WINDOW_BEFORE_COMMIT: PausePoint = PausePoint(&COMMIT);
+/// `faultlock`'s `mmap`, after its placement search dropped the fault lock's read side and
+/// before it takes the write side (the space mutex held).
+pub(crate) static FAULTLOCK_BETWEEN_GUARDS: PausePoint = PausePoint(&BETWEEN);
 
 impl PausePoint {
     /// Arms `pause` to run the next time this thread reaches the point.

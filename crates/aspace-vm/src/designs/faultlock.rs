@@ -110,6 +110,8 @@ impl DesignOps for FaultLock {
             }
             _ => req,
         };
+        #[cfg(all(test, not(loom)))]
+        crate::fault_inject::FAULTLOCK_BETWEEN_GUARDS.reached();
         // Step 2: the edit, excluding faults until the call returns.
         mmap_locked(sh, core, &mut *self.regions.write(), req)
     }
@@ -164,3 +166,6 @@ impl DesignOps for FaultLock {
         self.regions.read().len() as u64
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

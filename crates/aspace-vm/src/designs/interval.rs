@@ -89,8 +89,12 @@
 //!   tables were edited; out of memory there panics (Rust's allocator aborts on out of memory
 //!   anyway), where a failed `reserve` changes nothing. After such a panic the region list and
 //!   its count are as before the call (the window's drop gives back what it reserved), while
-//!   the entries the body cleared stay cleared: the data of that range is lost, but no
-//!   translation is left outside a region (`MAP_POPULATE` runs after the commit). Regression:
+//!   the entries the body cleared stay cleared: the data of that range is lost. Two further
+//!   consequences, found by issue 19's review and NOT yet fixed (the fix is to allocate the
+//!   commit's nodes before the body edits any entry): an `mprotect` that *adds* rights has
+//!   already upgraded the entries, so a write succeeds on a region `maps()` still shows
+//!   read-only; and the held regions the edit dropped stay in the list marked replaced, so
+//!   their faults always take stage 2 (slower, still right). Regression of what holds:
 //!   `a_commit_out_of_memory_changes_no_region_and_gives_back_the_regions_it_reserved`.
 //! - TLB shootdowns target the cores that used the page tables involved (`shootdown.rs`),
 //!   where the paper keeps Linux's.

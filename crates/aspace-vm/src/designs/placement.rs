@@ -228,4 +228,71 @@ mod tests {
             libc::ENOMEM
         );
     }
+
+    /// Review (issue 19): Linux x86's hint rules (`arch_get_unmapped_area_topdown`:
+    /// `mmap_address_hint_valid`, then `!vma || addr + len <= vm_start_gap(vma)`) at the edges
+    /// the differential test draws rarely: a hint ending exactly at the top or at a region's
+    /// start, a hint starting at a region's end, a hint overlapping a region by one page either
+    /// way, and lengths at the bound.
+    #[test]
+    fn hints_and_lengths_at_the_edges_are_placed_like_linux() {
+        let mut s = BTreeStore::default();
+        let top = B.max_addr;
+        assert_eq!(
+            find_locked(&s, Placement::Hint(top - 2 * P), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        assert_eq!(
+            find_locked(&s, Placement::Hint(top - P), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        map(&mut s, 0x30_0000, 0x30_2000);
+        // Ends exactly at the region: free.
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x2f_e000), 2 * P, B),
+            Ok(0x2f_e000)
+        );
+        // Starts exactly at its end: free.
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x30_2000), 2 * P, B),
+            Ok(0x30_2000)
+        );
+        // One page into it from below, or from inside: top-down.
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x2f_f000), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        assert_eq!(
+            find_locked(&s, Placement::Hint(0x30_1000), 2 * P, B),
+            Ok(top - 2 * P)
+        );
+        // A region at the very top: the search goes below it.
+        map(&mut s, top - P, top);
+        assert_eq!(find_locked(&s, Placement::Anywhere, P, B), Ok(top - 2 * P));
+        assert_eq!(
+            find_locked(&s, Placement::Hint(top - P), P, B),
+            Ok(top - 2 * P)
+        );
+        // The whole space: only from min_addr; one page more is ENOMEM.
+        let e = BTreeStore::default();
+        let all = B.max_addr - B.min_addr;
+        assert_eq!(find_locked(&e, Placement::Anywhere, all, B), Ok(B.min_addr));
+        assert_eq!(
+            find_locked(&e, Placement::Hint(B.min_addr + P), all, B),
+            Ok(B.min_addr)
+        );
+        assert_eq!(
+            find_locked(&e, Placement::Anywhere, all + P, B)
+                .unwrap_err()
+                .errno(),
+            libc::ENOMEM
+        );
+        assert_eq!(
+            find_locked(&e, Placement::Hint(B.min_addr), B.max_addr, B)
+                .unwrap_err()
+                .errno(),
+            libc::ENOMEM
+        );
+    }
+
 }

@@ -123,3 +123,65 @@ fn populate_stops_at_the_failed_frame_and_still_succeeds_like_linux() {
     let st = s.stats();
     assert_eq!((st.frames_in_use, st.page_tables), (0, 1));
 }
+
+/// Review (issue 19): the out-of-memory paths above for every design (they ran `coarse`
+/// only): `faultlock`'s fault under the fault lock's read side and `interval`'s lock-free
+/// `fault_rcu` (a read fault of a written region, a write of a present zero-page-like entry)
+/// and its stage 2 (the first write). The fault fails with `OutOfMemory` at the page, takes no
+/// frame, changes no region; the retry succeeds; populate stops at the failure.
+#[test]
+fn every_design_fails_a_fault_without_a_frame_cleanly() {
+    for &design in Design::ALL {
+        let s = AddressSpace::builder()
+            .design(design)
+            .memory(64 * P)
+            .frame_batch(2)
+            .build()
+            .unwrap();
+        let mut c = s.attach().unwrap();
+        let a = c.mmap(0, 4 * P, Prot::READ_WRITE, PA).unwrap();
+        let maps = s.maps();
+        // First write (stage 2 in interval: the region gets its identity there).
+        fail_nth_frame_alloc(1);
+        assert_eq!(
+            c.write(a, b"x"),
+            Err(Fault::OutOfMemory { addr: a }),
+            "{design:?}"
+        );
+        assert_eq!(s.stats().frames_in_use, 0, "{design:?}");
+        c.write(a, b"x").unwrap();
+        // A read fault of the region, now with its identity (interval: lock-free).
+        let mut b = [0u8; 1];
+        fail_nth_frame_alloc(1);
+        assert_eq!(
+            c.read(a + P, &mut b),
+            Err(Fault::OutOfMemory { addr: a + P }),
+            "{design:?}"
+        );
+        assert_eq!(s.stats().frames_in_use, 1, "{design:?}");
+        c.read(a + P, &mut b).unwrap();
+        // A write of the page just read: an upgrade, no frame needed.
+        fail_nth_frame_alloc(1);
+        c.write(a + P, b"z").unwrap();
+        fail_nth_frame_alloc(0);
+        assert_eq!(s.maps(), maps, "{design:?}");
+        assert_eq!(s.stats().frames_in_use, 2, "{design:?}");
+        c.read(a, &mut b).unwrap();
+        assert_eq!(&b, b"x", "{design:?}");
+        // Populate stops at the failure, the mmap succeeds.
+        fail_nth_frame_alloc(2);
+        let p = c
+            .mmap(0, 4 * P, Prot::READ_WRITE, PA | MapFlags::POPULATE)
+            .unwrap();
+        assert_eq!(
+            s.stats().frames_in_use,
+            3,
+            "{design:?}: populated up to the failure"
+        );
+        c.write(p + 3 * P, b"y").unwrap();
+        c.munmap(a, 4 * P).unwrap();
+        c.munmap(p, 4 * P).unwrap();
+        assert_eq!(s.stats().frames_in_use, 0, "{design:?}: nothing leaked");
+        assert_eq!(s.stats().regions, 0, "{design:?}");
+    }
+}
