@@ -240,7 +240,7 @@ fn workload_threads(
         threads.retain(|&t| t >= min);
     }
     if workload.name().starts_with("ds-") {
-        workloads::arena::check_intervals(&config)?;
+        workloads::arena::check_intervals(config)?;
     }
     if workload.name().starts_with("metis") {
         for &t in &threads {

@@ -43,7 +43,8 @@
 //!   it when it drops it, before the body clears or downgrades its entries.
 //!
 //! An unmarked copy once let a fault install a translation after `munmap` returned (the
-//! regression tests `stage1_fault_never_fills_after_*` in `designs/interval/tests.rs`).
+//! regression tests `stage1_fault_never_fills_after_*` in `designs/lock_free_tests.rs`, run on every
+//! design with lock-free faults).
 //!
 //! Not for: locking (the design wraps the store in its lock) or the rules of an edit (`plan.rs`).
 
