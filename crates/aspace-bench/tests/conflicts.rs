@@ -12,6 +12,11 @@
 //! faults all take its fault lock's read side, so on `soft-fault` every fault conflicts on that
 //! lock word, named by its site in `designs/faultlock.rs` (the shared lock word the RCU designs
 //! of issue 19 remove).
+//!
+//! `hybrid` (ASPLOS'12 §5.2) takes no space lock in a fault, but every fault takes the region
+//! tree's lock shared around its lookup: `soft-fault`'s faults of disjoint pages conflict on
+//! that one word (named by its site in `region/rcu_store.rs`), the contention the paper blames
+//! for hybrid's decay at high core counts, and never on the space lock (`designs/hybrid.rs`).
 #![cfg(feature = "conflicts")]
 
 use aspace_bench::conflicts::{run, ConflictRow, Plan};
@@ -62,4 +67,22 @@ fn faultlock_soft_fault_conflicts_on_its_fault_lock_word_every_fault() {
         .find(|l| l.site.contains("aspace-vm/src/designs/faultlock.rs"))
         .unwrap_or_else(|| panic!("the fault lock word is named: {:?}", r.lines));
     assert_eq!(lock.per_op, 1.0, "{r:?}");
+}
+
+#[test]
+fn hybrid_soft_faults_conflict_on_the_tree_lock_and_never_on_the_space_lock() {
+    let r = audit("soft-fault", "hybrid", 4);
+    let tree = r
+        .lines
+        .iter()
+        .find(|l| l.site.contains("aspace-vm/src/region/rcu_store.rs"))
+        .unwrap_or_else(|| panic!("the tree lock word is named: {:?}", r.lines));
+    assert_eq!(tree.per_op, 1.0, "{r:?}");
+    assert!(
+        !r.lines
+            .iter()
+            .any(|l| l.site.contains("aspace-vm/src/designs/hybrid.rs")),
+        "a fault touched the space lock: {:?}",
+        r.lines
+    );
 }

@@ -64,8 +64,9 @@ thread_local! {
     static BETWEEN: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
-/// `interval`'s lock-free fault, between its region query and the leaf lock of its fill (the
-/// window in which an overlapping edit must be seen through the region's mark).
+/// The lock-free fault of every design that has one (`syscalls::fault_rcu_in`), between its
+/// region lookup and the leaf lock of its fill (the window in which an overlapping edit must be
+/// seen through the region's mark).
 pub(crate) static STAGE1_BEFORE_FILL: PausePoint = PausePoint(&STAGE1);
 /// `interval`'s fault, after stage 1 gave up and before stage 2 takes its window (where it
 /// would wait for an edit that holds the region).

@@ -42,9 +42,11 @@ pub struct Stats {
     pub regions: u64,
     /// Cores currently attached.
     pub cores: u64,
-    /// Faults by the stage that resolved them, for the `interval` design (zero for others):
-    /// `[without any space lock, under the local read mode and the region's interval lock]`
-    /// (SOSP'25 §5.2; the paper's third stage, under the global read mode, serves file-backed
-    /// memory, which this engine does not have: `designs/interval.rs`).
+    /// Faults by the stage that resolved them, for the designs with lock-free faults (zero for
+    /// others): `[without any space lock, under the design's locks]`. `interval`: the second
+    /// stage holds the local read mode and the region's interval lock (SOSP'25 §5.2; the
+    /// paper's third stage, under the global read mode, serves file-backed memory, which this
+    /// engine does not have: `designs/interval.rs`); `hybrid`: the space lock's shared side
+    /// (ASPLOS'12 §5.2's retry under `mmap_sem`, `designs/hybrid.rs`).
     pub fault_stages: [u64; 2],
 }

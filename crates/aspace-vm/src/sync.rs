@@ -75,6 +75,38 @@ impl<T> Mutex<T> {
     }
 }
 
+/// A reader-writer lock with `parking_lot`'s API (`read()`/`write()` return the guard, no
+/// poisoning): `parking_lot`'s own in the real build, recorded under the audit, loom's under
+/// `--cfg loom` (so that a loom model schedules around it). The `hybrid` design's region-tree
+/// lock (`region/rcu_store.rs`), which its loom models take.
+#[cfg(all(not(loom), feature = "conflicts"))]
+pub(crate) use aspace_conflicts::lock::RwLock;
+/// See the audit half above.
+#[cfg(all(not(loom), not(feature = "conflicts")))]
+pub(crate) use parking_lot::RwLock;
+
+/// The loom half of the [`RwLock`] shim.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+
+#[cfg(loom)]
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::RwLock::new(value))
+    }
+
+    /// Takes it shared (not poisoned by a panic, as with `parking_lot`).
+    pub(crate) fn read(&self) -> loom::sync::RwLockReadGuard<'_, T> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes it exclusive (not poisoned by a panic, as with `parking_lot`).
+    pub(crate) fn write(&self) -> loom::sync::RwLockWriteGuard<'_, T> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// Threads, for tests that run the same code under std and loom.
 #[cfg(loom)]
 #[allow(unused_imports)] // used by the loom models only

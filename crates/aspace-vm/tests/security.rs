@@ -324,6 +324,13 @@ fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_faultlock() {
     readers_versus_writers(AddressSpace::builder().design(Design::FaultLock));
 }
 
+/// The `hybrid` design (ASPLOS'12 §5.2): faults without any space lock, over RCU-freed region
+/// objects, while writers remap.
+#[test]
+fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_hybrid() {
+    readers_versus_writers(AddressSpace::builder().design(Design::Hybrid));
+}
+
 /// The `interval` design (targeted shootdown is its policy; lock-free faults).
 #[test]
 fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_interval() {

@@ -39,7 +39,9 @@
 //! `munmap` and `mprotect` on the real page-table code, including a third core installing the
 //! leaf behind the editor's walk and the `munmap` freeing the tables of a leaf whose lock the
 //! fault holds; regressions: `stage1_never_refuses_a_page_beside_one_an_mprotect_already_upgraded`,
-//! `stage1_never_reports_unmapped_beside_a_populated_page`, `stage1_fault_never_fills_after_*`.
+//! `stage1_never_reports_unmapped_beside_a_populated_page`, and the tests every lock-free design
+//! shares (`designs/lock_free_tests.rs`: `stage1_fault_never_fills_after_*`;
+//! `designs/lock_free_loom.rs`).
 //!
 //! # Alloc (§5.3)
 //!
@@ -102,9 +104,9 @@
 //! Not for: the Linux rules (`syscalls.rs`), placement rules (`placement.rs`), the skiplist.
 
 #[cfg(all(test, loom))]
-mod loom_tests;
+pub(super) mod loom_tests;
 #[cfg(all(test, not(loom)))]
-mod tests;
+pub(super) mod tests;
 mod window;
 
 use super::ops::DesignOps;

@@ -4,9 +4,9 @@
 //! [`DesignOps`] (`ops.rs`) is that interface: the four system calls (already validated by
 //! `semantics.rs` down to the parts that need the region set), the page-fault handler the
 //! access path calls outside its access window, and the read-only views (`maps`, region count).
-//! [`Designs`] is the closed set of implementations (`coarse`, `interval`), an enum so that
+//! [`Designs`] is the closed set of implementations (`coarse`, `faultlock`, `hybrid`, `interval`), an enum so that
 //! dispatch is a `match` the compiler inlines (no virtual call on the fault path). A new design
-//! (`faultlock`, `hybrid`, `bonsai`, `pervma`, `radix`) adds a file here, a variant to
+//! (`bonsai`, `pervma`, `radix`) adds a file here, a variant to
 //! [`Designs`] and to `config::Design`, and its shootdown policy (broadcast or targeted) to
 //! `Design::shootdown_policy` (`config.rs`).
 //!
@@ -31,7 +31,11 @@
 //!    paper's `mmap_sem` in write mode), then the **fault lock** (`parking_lot::RwLock` around
 //!    the region set): faults read it, `mmap`'s placement search reads it beside them, and every
 //!    system call writes it from its first step that conflicts with faults to its end
-//!    (`designs/faultlock.rs`). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
+//!    (`designs/faultlock.rs`). `hybrid`: a space `RwLock` (`mmap_sem`) that system calls write
+//!    for their whole duration and faults read only on their `Retry` path, then the **tree
+//!    lock** (`region/rcu_store.rs`): shared by a lock-free fault around its lookup only and by
+//!    `maps()`, exclusive around a commit's tree operations only (`designs/hybrid.rs`).
+//!    `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
 //!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
 //!    placement fallback; then
 //! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
@@ -48,7 +52,8 @@
 //!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
 //!   before the walk ends (tables are recycled after a grace period). Entries are published
 //!   with `Release` and read with `Acquire`.
-//! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage) take no space lock:
+//! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage, `hybrid`'s first
+//!   attempt) take no space lock:
 //!   an RCU read section (the region set shares the space's domain), a lock-free region
 //!   lookup, and a fill that installs no table and goes ahead under the leaf lock only if no
 //!   edit marked the region replaced (`fault_rcu` has the argument, `designs/interval/` the
@@ -76,7 +81,8 @@
 //! range widened to its neighbouring gaps (SOSP'25 §3.1, Fig. 4) while it still excludes every
 //! fill that could install a table there (`coarse`: the write lock; `faultlock`: the fault
 //! lock's write side; `interval`: the interval
-//! lock, which holds those gaps), through the RCU domain.
+//! lock, which holds those gaps; `hybrid`: the space lock's write side, while lock-free fills
+//! install no table), through the RCU domain.
 //!
 //! **Region store**: the Linux bodies (functions named `*_locked`) take the store borrowed from
 //! the design's guard: `&mut` for system calls (`coarse`: the write lock; `interval`: a window),
@@ -87,7 +93,12 @@
 
 pub(crate) mod coarse;
 pub(crate) mod faultlock;
+pub(crate) mod hybrid;
 pub(crate) mod interval;
+#[cfg(all(test, loom))]
+mod lock_free_loom;
+#[cfg(all(test, not(loom)))]
+mod lock_free_tests;
 mod ops;
 mod placement;
 mod syscalls;
@@ -111,6 +122,9 @@ pub(crate) enum Designs {
     Coarse(coarse::Coarse),
     /// `faultlock`: a space lock for system calls, a fault lock for faults (ASPLOS'12 §5.1).
     FaultLock(faultlock::FaultLock),
+    /// `hybrid`: lock-free faults over RCU-freed regions in a tree under a tree lock (ASPLOS'12
+    /// §5.2).
+    Hybrid(hybrid::Hybrid),
     /// `interval`: IntervalVM (SOSP'25 §5).
     Interval(interval::IntervalDesign),
 }
@@ -120,6 +134,7 @@ macro_rules! dispatch {
         match $self {
             Designs::Coarse($d) => $e,
             Designs::FaultLock($d) => $e,
+            Designs::Hybrid($d) => $e,
             Designs::Interval($d) => $e,
         }
     };
@@ -131,7 +146,21 @@ impl Designs {
         match sh.config.design {
             crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
             crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
+            crate::config::Design::Hybrid => Designs::Hybrid(hybrid::Hybrid::new(sh)),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl Designs {
+    /// Checks the design's store invariants at rest (tests; `coarse` and `faultlock` check
+    /// theirs in the region tests).
+    pub(crate) fn check(&self) {
+        match self {
+            Designs::Coarse(_) | Designs::FaultLock(_) => {}
+            Designs::Hybrid(d) => d.check(),
+            Designs::Interval(d) => interval::tests::check(d),
         }
     }
 }

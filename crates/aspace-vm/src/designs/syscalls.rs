@@ -39,7 +39,8 @@
 use super::placement;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
-use crate::page_table::{CheckedFill, FillError, UserMask, VA_BITS};
+use crate::frames::Frame;
+use crate::page_table::{CheckedFill, FillError, PageTables, UserMask, VA_BITS};
 use crate::region::plan::{adopted_anon, OnOverlap};
 use crate::region::store::{RcuRegions, RegionRef, RegionStore};
 use crate::region::{AnonId, Attrs};
@@ -47,6 +48,7 @@ use crate::semantics::{vm_flags, AdviceEffect, MmapRequest, Placement};
 use crate::shared::Shared;
 use crate::shootdown::{ShootdownPolicy, Targets};
 use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
+use aspace_rcu::Guard;
 use std::ops::Range;
 
 /// The protection a page-table entry of a region gets when filled: a private writable region
@@ -495,8 +497,34 @@ pub(crate) fn fault_rcu<R: RcuRegions>(
 ) -> Result<Result<(), Fault>, Retry> {
     let Core { reader, cache, .. } = core;
     let guard = reader.read();
+    let r = fault_rcu_in(&sh.tables, regions, &guard, va, access, || {
+        cache.alloc(&sh.pool)
+    })?;
+    Ok(r.map(|new_frame| {
+        if new_frame {
+            sh.counters.of(core.id).bump_fills();
+        }
+    }))
+}
+
+/// The body of [`fault_rcu`] inside the caller's read section `guard` (of the space's domain),
+/// on the page tables `tables`, with `frame` giving the frame a fill takes: what the loom
+/// models (`designs/lock_free_loom.rs`) run, on each lock-free design's store. `Ok(Ok(new))`
+/// when the entry now allows the access (`new`: `frame` was called and its frame installed).
+///
+/// # Errors
+/// As [`fault_rcu`].
+#[inline]
+pub(crate) fn fault_rcu_in<R: RcuRegions>(
+    tables: &PageTables,
+    regions: &R,
+    guard: &Guard<'_>,
+    va: u64,
+    access: Access,
+    frame: impl FnOnce() -> Option<Frame>,
+) -> Result<Result<bool, Fault>, Retry> {
     let page = va & !(PAGE_SIZE - 1);
-    let Some((region, stored)) = regions.lookup_rcu(va, &guard) else {
+    let Some((region, stored)) = regions.lookup_rcu(va, guard) else {
         if R::MISS_IS_UNMAPPED {
             return Ok(Err(Fault::Unmapped { addr: va }));
         }
@@ -516,20 +544,15 @@ pub(crate) fn fault_rcu<R: RcuRegions>(
     }
     #[cfg(all(test, not(loom)))]
     crate::fault_inject::STAGE1_BEFORE_FILL.reached();
-    let filled = sh.tables.fill_checked(
+    let filled = tables.fill_checked(
         page,
         pte_prot(&attrs),
         access,
         || !stored.is_replaced(),
-        || cache.alloc(&sh.pool),
+        frame,
     );
     match filled {
-        Ok(CheckedFill::Filled { new_frame }) => {
-            if new_frame {
-                sh.counters.of(core.id).bump_fills();
-            }
-            Ok(Ok(()))
-        }
+        Ok(CheckedFill::Filled { new_frame }) => Ok(Ok(new_frame)),
         Ok(CheckedFill::NoLeaf | CheckedFill::Refused) => Err(Retry { region }),
         Err(_) => Ok(Err(Fault::OutOfMemory { addr: va })),
     }

@@ -11,6 +11,9 @@
 //!   replacement it writes), the first store, a `BTreeMap` keyed by region end (`coarse`'s),
 //!   the skiplist of regions and its lock-free lookup ([`store::RcuRegions`]).
 //!
+//! [`rcu_store`]: the `hybrid` design's store, RCU-freed region objects in a `BTreeMap` under a
+//! tree lock taken around tree operations only (ASPLOS'12 §5.2).
+//!
 //! Beside them: [`gap`], the top-down gap search every store uses; [`count`] and [`shmem`],
 //! the region count and the shmem numbers that stores of a parallel design share; and
 //! `skiplist_store`, a test-only store over the interval skiplist (one `lock` + `swap` per
@@ -39,6 +42,7 @@ pub(crate) mod count;
 mod fault_injection_tests;
 pub(crate) mod gap;
 pub(crate) mod plan;
+pub(crate) mod rcu_store;
 pub(crate) mod shmem;
 #[cfg(all(test, not(loom)))]
 mod skiplist_store;

@@ -41,9 +41,14 @@
 //!   (`SkipListMap::with_leave_mark`);
 //! - an edit that drops a held region from an open window (`designs/interval/window.rs`) marks
 //!   it when it drops it, before the body clears or downgrades its entries.
+//! - the `hybrid` design's tree (`region/rcu_store.rs`): `replace_window` marks every region of
+//!   the window that does not stay exactly as it was before it publishes the new ones (and the
+//!   body touches entries only after it returned); an unchanged region keeps its object, which
+//!   is neither marked nor copied.
 //!
 //! An unmarked copy once let a fault install a translation after `munmap` returned (the
-//! regression tests `stage1_fault_never_fills_after_*` in `designs/interval/tests.rs`).
+//! regression tests `stage1_fault_never_fills_after_*` in `designs/lock_free_tests.rs`, run on every
+//! design with lock-free faults).
 //!
 //! Not for: locking (the design wraps the store in its lock) or the rules of an edit (`plan.rs`).
 
@@ -75,8 +80,8 @@ pub(crate) struct StoredRegion {
     /// edits that read it.
     anon: AtomicU64,
     /// Set once (false -> true) when an edit replaces or removes the region while lock-free
-    /// faults may still hold it (the `interval` design: a stage-1 fault checks it under the
-    /// leaf's fill lock and gives up if set). Never cleared. Ordered by `SeqCst` fences on both
+    /// faults may still hold it (`interval`, `hybrid`: `syscalls::fault_rcu` checks it under
+    /// the leaf's fill lock and gives up if set). Never cleared. Ordered by `SeqCst` fences on both
     /// sides: see [`StoredRegion::mark_replaced`].
     replaced: AtomicBool,
 }
@@ -122,8 +127,9 @@ impl StoredRegion {
     /// mark before the fault's check.
     #[inline]
     pub(crate) fn mark_replaced(&self) {
-        // Only the holder of the region's lock marks it, so a mark already set was set (and
-        // fenced) earlier by this same editor (`replace_window`, then the commit): done.
+        // Only the holder of the region's lock (`interval`: its window; `hybrid`: the tree's
+        // edit token) marks it, so a mark already set was set (and fenced) earlier by this same
+        // editor (`replace_window`, then the commit): done.
         // Relaxed: our own earlier store, or none.
         if self.replaced.load(crate::sync::Ordering::Relaxed) {
             return;

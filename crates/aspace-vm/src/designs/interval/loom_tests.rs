@@ -345,3 +345,53 @@ fn loom_stage1_fill_never_survives_a_munmap_of_a_region_a_commit_copied() {
         );
     });
 }
+
+/// `interval`'s store for the shared models (`designs/lock_free_loom.rs`): the region skiplist
+/// built by `region_skiplist`, edited through a real window (lock, the edit, the body's
+/// page-table work, commit).
+pub(crate) struct IntervalLoom {
+    map: aspace_map::SkipListMap<StoredRegion>,
+    count: super::RegionCount,
+    shmem: super::ShmemNumbers,
+}
+
+impl crate::designs::lock_free_loom::LoomStore for IntervalLoom {
+    type Regions = aspace_map::SkipListMap<StoredRegion>;
+
+    fn build(domain: &aspace_rcu::Domain, regions: &[Region]) -> IntervalLoom {
+        let map = crate::region::store::region_skiplist(domain.clone(), None);
+        for r in regions {
+            aspace_map::IntervalMap::map(&map, r.start..r.end, Some(StoredRegion::new(r))).unwrap();
+        }
+        IntervalLoom {
+            map,
+            count: super::RegionCount::Shared(aspace_sync::AtomicCounter::new(64)),
+            shmem: super::ShmemNumbers::default(),
+        }
+    }
+
+    fn regions(&self) -> &Self::Regions {
+        &self.map
+    }
+
+    fn edit(
+        &self,
+        range: std::ops::Range<u64>,
+        f: &dyn Fn(Option<Attrs>) -> Option<Attrs>,
+        body: &mut dyn FnMut(),
+    ) {
+        use crate::region::store::RegionStore;
+        let mut w = super::Window::lock(&self.map, range.clone(), &self.count, &self.shmem, 0);
+        let mut bufs = crate::region::plan::EditBuffers::default();
+        w.edit(
+            &mut bufs,
+            range,
+            f,
+            crate::region::plan::OnOverlap::Rewrite,
+            64,
+        )
+        .unwrap();
+        body();
+        w.commit();
+    }
+}

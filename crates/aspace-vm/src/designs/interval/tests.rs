@@ -6,8 +6,8 @@ use super::IntervalDesign;
 use crate::config::Arenas;
 use crate::designs::Designs;
 use crate::region::store::{check_regions, RegionRef};
-use crate::types::{Access, Advice, MapFlags, Prot, PAGE_SIZE as P};
-use crate::{AddressSpace, CoreHandle, Design, Fault};
+use crate::types::{Access, MapFlags, Prot, PAGE_SIZE as P};
+use crate::{AddressSpace, CoreHandle, Design};
 use aspace_map::{IntervalMap, KEY_SPACE_END};
 use std::ops::ControlFlow;
 
@@ -19,7 +19,7 @@ fn design(space: &AddressSpace) -> &IntervalDesign {
 }
 
 /// Checks every invariant of the design at rest.
-fn check(d: &IntervalDesign) {
+pub(crate) fn check(d: &IntervalDesign) {
     d.map.check_invariants();
     let reader = d.map.domain().register();
     let guard = reader.read();
@@ -114,140 +114,6 @@ fn auto_arenas_are_aligned_so_that_no_page_table_serves_two() {
     };
     let l = super::arena_layout(&config).unwrap();
     assert_eq!((l.base % (2 << 20), l.size % (2 << 20)), (0, 0));
-}
-
-/// The edit in [`stale_fill`] that leaves the faulting region unchanged between two it
-/// changes, so that its commit copies it into a new node.
-#[derive(Clone, Copy, Debug)]
-enum CopyBy {
-    /// `mprotect(x, 4P, rw)` over r / rw / r.
-    Mprotect,
-    /// `madvise(x, 4P, RANDOM)` over three regions whose middle one already has the hint.
-    Madvise,
-}
-
-/// The edit that follows the copy in [`stale_fill`]: what runs between a lock-free fault's
-/// region query and its leaf lock, after the edit that copied the faulting region.
-#[derive(Clone, Copy, Debug)]
-enum Follow {
-    Munmap,
-    ProtNone,
-}
-
-/// Regions A = `[x, x+P)` r, B = `[x+P, x+3P)` rw NORESERVE (written, so it has an anon
-/// identity and cannot merge; with the RANDOM hint for `CopyBy::Madvise`), C = `[x+3P, x+4P)` r,
-/// one leaf table. Core F stops a write fault at `x+2P` between its lock-free query (which
-/// returned B's node) and its leaf lock; core E runs `copy` (A and C change, B is copied
-/// unchanged into a new node) and then `follow` over B; F goes on. Returns F's result, the
-/// space and E's handle.
-fn stale_fill(copy: CopyBy, follow: Follow) -> (Result<(), Fault>, AddressSpace, CoreHandle, u64) {
-    let base = 0x4000_0000;
-    let space = AddressSpace::builder()
-        .design(Design::Interval)
-        .arenas(Arenas::Off)
-        .address_range(base, base + 4096 * P)
-        .memory(256 * P)
-        .max_cores(2)
-        .build()
-        .unwrap();
-    let x = base + 512 * P; // The start of a leaf table's 2 MiB.
-    let mut e = space.attach().unwrap();
-    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
-    e.mmap(x, P, Prot::READ, fixed).unwrap();
-    e.mmap(x + P, 2 * P, Prot::READ_WRITE, fixed | MapFlags::NORESERVE)
-        .unwrap();
-    e.mmap(x + 3 * P, P, Prot::READ, fixed).unwrap();
-    e.write(x + P, &[1]).unwrap(); // B's anon identity; the leaf table exists from here on.
-    if let CopyBy::Madvise = copy {
-        e.madvise(x + P, 2 * P, Advice::RANDOM).unwrap();
-    }
-    assert_eq!(space.maps().len(), 3);
-    let mut f = space.attach().unwrap();
-    let (at_query, stopped) = std::sync::mpsc::channel::<()>();
-    let (go_on, resume) = std::sync::mpsc::channel::<()>();
-    let faulted = std::thread::scope(|s| {
-        let fault = s.spawn(move || {
-            crate::fault_inject::STAGE1_BEFORE_FILL.arm(move || {
-                at_query.send(()).unwrap();
-                resume.recv().unwrap();
-            });
-            let r = f.write(x + 2 * P, &[0xaa; 8]);
-            (r, f)
-        });
-        stopped.recv().unwrap(); // F holds B's node, before its leaf lock.
-        match copy {
-            CopyBy::Mprotect => e.mprotect(x, 4 * P, Prot::READ_WRITE).unwrap(),
-            CopyBy::Madvise => e.madvise(x, 4 * P, Advice::RANDOM).unwrap(),
-        }
-        assert_eq!(space.maps().len(), 3, "B stays apart (NORESERVE)");
-        match follow {
-            Follow::Munmap => e.munmap(x + P, 2 * P).unwrap(),
-            Follow::ProtNone => e.mprotect(x + P, 2 * P, Prot::NONE).unwrap(),
-        }
-        go_on.send(()).unwrap();
-        fault.join().unwrap()
-    });
-    let (r, f) = faulted;
-    drop(f);
-    (r, space, e, x)
-}
-
-#[test]
-fn stage1_fault_never_fills_after_munmap_of_a_region_a_commit_copied() {
-    for copy in [CopyBy::Mprotect, CopyBy::Madvise] {
-        stage1_after_munmap(copy);
-    }
-}
-
-fn stage1_after_munmap(copy: CopyBy) {
-    let (r, space, mut e, x) = stale_fill(copy, Follow::Munmap);
-    assert_eq!(
-        r,
-        Err(Fault::Unmapped { addr: x + 2 * P }),
-        "{copy:?}: a write to a page unmapped before it went on succeeded"
-    );
-    // A mapping at that address overlaps nothing, so clears nothing: it must read zeroes.
-    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
-    e.mmap(x + P, 2 * P, Prot::READ_WRITE, fixed).unwrap();
-    let mut buf = [0xffu8; 8];
-    e.read(x + 2 * P, &mut buf).unwrap();
-    assert_eq!(
-        buf, [0; 8],
-        "{copy:?}: a new mapping read the stale fill's bytes"
-    );
-    check(design(&space));
-}
-
-#[test]
-fn stage1_fault_never_fills_after_mprotect_none_of_a_region_a_commit_copied() {
-    for copy in [CopyBy::Mprotect, CopyBy::Madvise] {
-        let (r, space, mut e, x) = stale_fill(copy, Follow::ProtNone);
-        assert_eq!(
-            r,
-            Err(Fault::Protection { addr: x + 2 * P }),
-            "{copy:?}: a write to a page made PROT_NONE before it went on succeeded"
-        );
-        assert_eq!(
-            e.touch(x + 2 * P, Access::Write),
-            Err(Fault::Protection { addr: x + 2 * P }),
-            "{copy:?}: the page is still writable after mprotect(PROT_NONE) returned"
-        );
-        check(design(&space));
-    }
-}
-
-#[test]
-fn freeing_the_leaf_after_a_racing_stage1_fault_finds_no_stale_entry() {
-    let (_, space, mut e, x) = stale_fill(CopyBy::Mprotect, Follow::Munmap);
-    // Unmapping A, then C, frees the leaf table through the gap where B was, which no munmap
-    // clears again: it must map nothing by then (a debug assertion in `PageTables::collect`,
-    // a leaked frame in release builds) and every frame must come back.
-    e.munmap(x, P).unwrap();
-    e.munmap(x + 3 * P, P).unwrap();
-    let st = space.stats();
-    assert_eq!(st.page_tables, 1, "only the root is left");
-    assert_eq!(st.frames_in_use, 0, "a frame stayed mapped in a freed leaf");
-    check(design(&space));
 }
 
 /// What a probing core reports while an edit is stopped before its commit.
