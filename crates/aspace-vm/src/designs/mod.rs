@@ -4,9 +4,10 @@
 //! [`DesignOps`] (`ops.rs`) is that interface: the four system calls (already validated by
 //! `semantics.rs` down to the parts that need the region set), the page-fault handler the
 //! access path calls outside its access window, and the read-only views (`maps`, region count).
-//! [`Designs`] is the closed set of implementations (`coarse`, `interval`), an enum so that
+//! [`Designs`] is the closed set of implementations (`coarse`, `faultlock`, `interval`,
+//! `bonsai`, `pervma`), an enum so that
 //! dispatch is a `match` the compiler inlines (no virtual call on the fault path). A new design
-//! (`faultlock`, `hybrid`, `bonsai`, `pervma`, `radix`) adds a file here, a variant to
+//! (`hybrid`, `radix`) adds a file here, a variant to
 //! [`Designs`] and to `config::Design`, and its shootdown policy (broadcast or targeted) to
 //! `Design::shootdown_policy` (`config.rs`).
 //!
@@ -85,10 +86,12 @@
 //!
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
+pub(crate) mod bonsai;
 pub(crate) mod coarse;
 pub(crate) mod faultlock;
 pub(crate) mod interval;
 mod ops;
+pub(crate) mod pervma;
 mod placement;
 mod syscalls;
 
@@ -113,6 +116,11 @@ pub(crate) enum Designs {
     FaultLock(faultlock::FaultLock),
     /// `interval`: IntervalVM (SOSP'25 §5).
     Interval(interval::IntervalDesign),
+    /// `bonsai`: lock-free faults over the Bonsai tree, system calls under one lock (ASPLOS'12
+    /// §5.3).
+    Bonsai(bonsai::Bonsai),
+    /// `pervma`: Linux 6.4+ per-VMA locks over the Bonsai tree.
+    PerVma(pervma::PerVma),
 }
 
 macro_rules! dispatch {
@@ -121,6 +129,8 @@ macro_rules! dispatch {
             Designs::Coarse($d) => $e,
             Designs::FaultLock($d) => $e,
             Designs::Interval($d) => $e,
+            Designs::Bonsai($d) => $e,
+            Designs::PerVma($d) => $e,
         }
     };
 }
@@ -132,6 +142,8 @@ impl Designs {
             crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
             crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
+            crate::config::Design::Bonsai => Designs::Bonsai(bonsai::Bonsai::new(sh)),
+            crate::config::Design::PerVma => Designs::PerVma(pervma::PerVma::new(sh)),
         }
     }
 }
