@@ -48,3 +48,45 @@ fn interval_local_has_no_engine_conflict_and_names_the_skiplist_ones() {
     );
     assert_eq!(r.rcu_conflicts_per_op, 0.0, "{r:?}");
 }
+
+/// `bonsai` (ASPLOS'12 §5.3): a soft fault takes no lock and touches no reference count, so its
+/// only shared line is the one every design's fill shares (the leaf table's fill lock,
+/// `page_table/`); nothing of the design or its Bonsai store conflicts.
+#[test]
+fn bonsai_soft_fault_shares_no_line_of_the_design_or_its_store() {
+    let r = audit("soft-fault", "bonsai", 4);
+    assert_eq!(r.ops, 4 * 20);
+    let design: Vec<_> = r
+        .lines
+        .iter()
+        .filter(|l| !l.site.contains("aspace-vm/src/page_table/"))
+        .collect();
+    assert!(
+        design.is_empty(),
+        "conflicts outside the page tables: {design:?}"
+    );
+    assert_eq!(r.rcu_conflicts_per_op, 0.0, "{r:?}");
+}
+
+/// `pervma` (per-VMA locks): the same as `bonsai` plus, every fault, the region's own lock word
+/// (`region/bonsai_store.rs`'s `VmaLock`), which all cores faulting in one region share.
+#[test]
+fn pervma_soft_fault_conflicts_on_the_regions_lock_word_every_fault() {
+    let r = audit("soft-fault", "pervma", 4);
+    assert_eq!(r.ops, 4 * 20);
+    let lock = r
+        .lines
+        .iter()
+        .find(|l| l.site.contains("aspace-vm/src/region/bonsai_store.rs"))
+        .unwrap_or_else(|| panic!("the region lock word is named: {:?}", r.lines));
+    assert_eq!(lock.per_op, 1.0, "{r:?}");
+    let other: Vec<_> = r
+        .lines
+        .iter()
+        .filter(|l| {
+            !l.site.contains("aspace-vm/src/page_table/")
+                && !l.site.contains("aspace-vm/src/region/bonsai_store.rs")
+        })
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
+}

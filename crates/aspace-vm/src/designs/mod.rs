@@ -34,7 +34,13 @@
 //!    system call writes it from its first step that conflicts with faults to its end
 //!    (`designs/faultlock.rs`). `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
 //!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
-//!    placement fallback; then
+//!    placement fallback. `bonsai`: a space mutex that system calls take for their whole
+//!    duration; faults take it only after their lock-free tries (`designs/bonsai.rs`).
+//!    `pervma`: a space `RwLock`, system calls write it, faults that fall back read it; then
+//! 2. (`pervma`) **a region's lock word** (`region/bonsai_store.rs`'s `VmaLock`): faults
+//!    read-lock the region they found, an editor (holding the space write lock) detaches each
+//!    region it changes, waiting for its readers; never taken while waiting for the space lock;
+//!    then
 //! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
 //!    widened to whole regions and their neighbours, held until the call's edit is published
 //!    (`designs/interval/window.rs`);
@@ -49,7 +55,8 @@
 //!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
 //!   before the walk ends (tables are recycled after a grace period). Entries are published
 //!   with `Release` and read with `Acquire`.
-//! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage) take no space lock:
+//! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage, `bonsai`'s and
+//!   `pervma`'s first stage, the latter under its region's read lock) take no space lock:
 //!   an RCU read section (the region set shares the space's domain), a lock-free region
 //!   lookup, and a fill that installs no table and goes ahead under the leaf lock only if no
 //!   edit marked the region replaced (`fault_rcu` has the argument, `designs/interval/` the

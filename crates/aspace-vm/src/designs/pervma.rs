@@ -66,6 +66,9 @@
 //!
 //! Not for: parallel system calls (the space lock serializes them, as `mmap_lock` does).
 
+#[cfg(all(test, not(loom)))]
+mod tests;
+
 use super::ops::DesignOps;
 use super::syscalls::{
     fault_locked, fault_rcu, madvise_locked, mmap_locked, mprotect_locked, munmap_locked,

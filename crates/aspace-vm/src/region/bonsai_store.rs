@@ -37,6 +37,9 @@
 //!
 //! Not for: locking (the designs `bonsai` and `pervma` hold their space lock around a store).
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 use super::gap::highest_gap;
 use super::shmem::ShmemNumbers;
 use super::store::{RcuRegions, RegionRef, RegionStore, StoredRegion};
@@ -100,12 +103,6 @@ impl VmaLock {
         while self.word.load(Ordering::Acquire) & !Self::DETACHED != 0 {
             crate::sync::spin_wait(&backoff);
         }
-    }
-
-    /// Whether an editor detached the region.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn is_detached(&self) -> bool {
-        self.word.load(Ordering::Relaxed) & Self::DETACHED != 0
     }
 }
 
