@@ -13,7 +13,13 @@
 
 use aspace_bench::conflicts::{run, ConflictRow, Plan};
 
+/// One audit at a time: the recorder is process-wide, so two tests auditing at once saw each
+/// other's lines (a `bonsai` audit once listed the skiplist's reader slots and the RCU
+/// reclaimer of the `interval` audit beside it).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn audit(workload: &str, design: &str, cores: usize) -> ConflictRow {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let plan = Plan::new(workload, &[design.to_string()], &[cores], 24, 4).unwrap();
     let mut rows = run(&plan, |_| Ok(())).unwrap();
     assert_eq!(rows.len(), 1);
