@@ -17,6 +17,9 @@
 //! tree's lock shared around its lookup: `soft-fault`'s faults of disjoint pages conflict on
 //! that one word (named by its site in `region/rcu_store.rs`), the contention the paper blames
 //! for hybrid's decay at high core counts, and never on the space lock (`designs/hybrid.rs`).
+//! `bonsai`'s soft faults share only the leaf table's line every design's fill shares; `pervma`
+//! adds its region's lock word. Audits run one at a time (`conflicts::run` serialises them: the
+//! recorder is process-wide).
 #![cfg(feature = "conflicts")]
 
 use aspace_bench::conflicts::{run, ConflictRow, Plan};
@@ -85,4 +88,46 @@ fn hybrid_soft_faults_conflict_on_the_tree_lock_and_never_on_the_space_lock() {
         "a fault touched the space lock: {:?}",
         r.lines
     );
+}
+
+/// `bonsai` (ASPLOS'12 §5.3): a soft fault takes no lock and touches no reference count, so its
+/// only shared line is the one every design's fill shares (the leaf table's fill lock,
+/// `page_table/`); nothing of the design or its Bonsai store conflicts.
+#[test]
+fn bonsai_soft_fault_shares_no_line_of_the_design_or_its_store() {
+    let r = audit("soft-fault", "bonsai", 4);
+    assert_eq!(r.ops, 4 * 20);
+    let design: Vec<_> = r
+        .lines
+        .iter()
+        .filter(|l| !l.site.contains("aspace-vm/src/page_table/"))
+        .collect();
+    assert!(
+        design.is_empty(),
+        "conflicts outside the page tables: {design:?}"
+    );
+    assert_eq!(r.rcu_conflicts_per_op, 0.0, "{r:?}");
+}
+
+/// `pervma` (per-VMA locks): the same as `bonsai` plus, every fault, the region's own lock word
+/// (`region/bonsai_store.rs`'s `VmaLock`), which all cores faulting in one region share.
+#[test]
+fn pervma_soft_fault_conflicts_on_the_regions_lock_word_every_fault() {
+    let r = audit("soft-fault", "pervma", 4);
+    assert_eq!(r.ops, 4 * 20);
+    let lock = r
+        .lines
+        .iter()
+        .find(|l| l.site.contains("aspace-vm/src/region/bonsai_store.rs"))
+        .unwrap_or_else(|| panic!("the region lock word is named: {:?}", r.lines));
+    assert_eq!(lock.per_op, 1.0, "{r:?}");
+    let other: Vec<_> = r
+        .lines
+        .iter()
+        .filter(|l| {
+            !l.site.contains("aspace-vm/src/page_table/")
+                && !l.site.contains("aspace-vm/src/region/bonsai_store.rs")
+        })
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
 }

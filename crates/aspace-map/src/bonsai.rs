@@ -223,6 +223,85 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
     }
 }
 
+impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
+    /// Removes the intervals starting at each of `remove` and inserts `insert`, as ONE update
+    /// that readers see whole (atomic mode when it is more than one step; issue 19's region
+    /// store, `aspace-vm`'s `region/bonsai_store.rs`, commits a window's edit with it so that a
+    /// lock-free lookup never sees half of a split). Values are moved in, never cloned, and
+    /// untouched intervals keep their nodes' values: only the nodes on the changed paths are
+    /// copied (their values cloned), as in every update.
+    ///
+    /// Preconditions (checked in debug builds by the tree's own asserts, and by
+    /// [`BonsaiMap::check_invariants`]): every start in `remove` is the start of an interval;
+    /// the intervals of `insert` are disjoint from each other and from the intervals that stay.
+    ///
+    /// # Errors
+    /// [`MapError::OutOfMemory`] (a node allocation failed, or the test hook): nothing changed.
+    pub fn replace(&self, remove: &[u64], insert: Vec<(Interval, V)>) -> Result<(), MapError> {
+        let (added, removed) = (insert.len(), remove.len());
+        self.update(|up, _| {
+            if added + removed > 1 {
+                up.set_atomic();
+            }
+            for &start in remove {
+                up.delete(start)?;
+            }
+            for (iv, v) in insert {
+                up.insert(iv.start, iv.end, v)?;
+            }
+            self.count.fetch_add(added, Ordering::Relaxed);
+            self.count.fetch_sub(removed, Ordering::Relaxed);
+            Ok(())
+        })
+    }
+
+    /// [`IntervalMap::query`] without a read guard.
+    ///
+    /// # Safety
+    /// No update of this map may run while the returned reference lives (the caller holds a
+    /// lock that every writer of the map holds): nodes are freed only after an update unlinked
+    /// them, and the ones reachable now stay linked until the next update.
+    pub unsafe fn query_excluding_writers(&self, addr: u64) -> Option<(Interval, &V)> {
+        // SAFETY: no update runs for the reference's lifetime (the caller's contract), so no
+        // node reachable now is unlinked, let alone freed, before it ends.
+        let n = unsafe { self.tree.find(addr) }?;
+        Some((
+            Interval {
+                start: n.start,
+                end: n.end,
+            },
+            &n.value,
+        ))
+    }
+
+    /// [`IntervalMap::visit`] without a read guard (`range` page-aligned, non-empty, inside the
+    /// key space).
+    ///
+    /// # Safety
+    /// As [`BonsaiMap::query_excluding_writers`]: no update runs while `f` may hold a reference.
+    pub unsafe fn visit_excluding_writers<'a>(
+        &'a self,
+        range: Range<u64>,
+        f: &mut dyn FnMut(Interval, &'a V) -> ControlFlow<()>,
+    ) -> Result<(), MapError> {
+        let range = Interval::try_from(range)?;
+        // SAFETY: the caller's contract, as in `query_excluding_writers`.
+        let _ = unsafe {
+            self.tree
+                .walk(range.start, range.end, &mut |n: &'a Node<V>| {
+                    f(
+                        Interval {
+                            start: n.start,
+                            end: n.end,
+                        },
+                        &n.value,
+                    )
+                })
+        };
+        Ok(())
+    }
+}
+
 impl<V> IntervalMap<V> for BonsaiMap<V>
 where
     V: Clone + Send + Sync + 'static,
@@ -309,6 +388,41 @@ mod tests {
     use super::*;
     use crate::PAGE_SIZE as P;
     use std::sync::Arc;
+
+    #[test]
+    fn replace_is_one_update_and_keeps_untouched_values() {
+        let map = BonsaiMap::new(Domain::new());
+        for i in 0..20u64 {
+            map.map(i * 4 * P..(i * 4 + 2) * P, Some(i)).unwrap();
+        }
+        // Split interval 5 ([20, 22) pages) into two new ones and drop interval 6.
+        let iv = |a: u64, b: u64| Interval {
+            start: a * P,
+            end: b * P,
+        };
+        map.replace(
+            &[20 * P, 24 * P],
+            vec![(iv(20, 21), 100), (iv(21, 22), 101)],
+        )
+        .unwrap();
+        map.check_invariants();
+        assert_eq!(map.len(), 20);
+        let reader = map.domain().register();
+        let g = reader.read();
+        assert_eq!(map.query(20 * P, &g).map(|(_, v)| *v), Some(100));
+        assert_eq!(map.query(21 * P, &g).map(|(_, v)| *v), Some(101));
+        assert!(map.query(24 * P, &g).is_none());
+        assert_eq!(map.query(28 * P, &g).map(|(_, v)| *v), Some(7));
+        // An injected allocation failure changes nothing.
+        map.fail_allocations_after(Some(0));
+        assert!(map.replace(&[28 * P], vec![(iv(28, 29), 1)]).is_err());
+        map.fail_allocations_after(None);
+        map.check_invariants();
+        assert_eq!(
+            map.query(28 * P, &g).map(|(i, v)| (i.end, *v)),
+            Some((30 * P, 7))
+        );
+    }
 
     #[test]
     fn every_unlinked_node_is_freed_after_a_grace_period() {

@@ -82,6 +82,19 @@ pub enum Design {
     /// Linux: [`Arenas::Off`] gives Linux's placement.
     #[default]
     Interval,
+    /// ASPLOS'12 §5.3 pure RCU: the region set in the Bonsai RCU balanced tree; page faults
+    /// take no lock at all (an RCU read section, a lock-free lookup, a fill under the leaf's
+    /// lock), system calls serialize on one space lock and edit the tree; broadcast TLB
+    /// shootdown.
+    ///
+    /// A soft fault writes no shared cache line besides its page-table entry and frame, however
+    /// many threads fault; system calls do not scale (one writer at a time).
+    Bonsai,
+    /// Linux 6.4+ per-VMA locks: the Bonsai tree (standing in for the maple tree) searched
+    /// lock-free, then the region's own read lock for the fault; system calls take the space
+    /// lock for writing and the write lock of every region they change; faults the per-region
+    /// path cannot serve take the space lock for reading; broadcast TLB shootdown.
+    PerVma,
 }
 
 impl Design {
@@ -91,6 +104,8 @@ impl Design {
         Design::FaultLock,
         Design::Hybrid,
         Design::Interval,
+        Design::Bonsai,
+        Design::PerVma,
     ];
 
     /// The design's command-line name.
@@ -100,6 +115,8 @@ impl Design {
             Design::FaultLock => "faultlock",
             Design::Hybrid => "hybrid",
             Design::Interval => "interval",
+            Design::Bonsai => "bonsai",
+            Design::PerVma => "pervma",
         }
     }
 
@@ -108,8 +125,14 @@ impl Design {
     pub(crate) fn shootdown_policy(self) -> ShootdownPolicy {
         match self {
             // `faultlock` records no page-table users either (its fills are `coarse`'s);
-            // `hybrid` keeps the paper's broadcast (`designs/hybrid.rs`, "Shootdown").
-            Design::Coarse | Design::FaultLock | Design::Hybrid => ShootdownPolicy::Broadcast,
+            // `hybrid` keeps the paper's broadcast (`designs/hybrid.rs`, "Shootdown"); `bonsai`
+            // and `pervma` too (`designs/bonsai.rs`, "Shootdown", says why targeted would also
+            // be sound for them).
+            Design::Coarse
+            | Design::FaultLock
+            | Design::Hybrid
+            | Design::Bonsai
+            | Design::PerVma => ShootdownPolicy::Broadcast,
             Design::Interval => ShootdownPolicy::Targeted,
         }
     }

@@ -45,6 +45,7 @@
 //! | **embedding**: a runtime or library that does not know how many threads will use the space | [`Design::Interval`] (default) | its worst case is a constant (region edits ~4x slower than `coarse` with one thread); `coarse`'s grows with the threads (every system call of every thread serializes on one lock) |
 //! | **studying fault locking** (ASPLOS'12 §5.1) | [`Design::FaultLock`] | faults take only a fault lock's read side; `mmap`'s gap search runs beside them, every region edit, zap and shootdown still excludes them; not a recommendation for programs |
 //! | **studying hybrid locking/RCU** (ASPLOS'12 §5.2) | [`Design::Hybrid`] | faults take no space lock (RCU-freed region objects, the tree lock around the lookup only, a fill checked against the region being replaced, one retry under the space lock); system calls take the tree lock only around their tree operations; not a recommendation for programs |
+//! | **studying pure RCU faults or per-VMA locks** (ASPLOS'12 §5.3; Linux 6.4+) | [`Design::Bonsai`], [`Design::PerVma`] | faults look regions up in the Bonsai RCU tree with no lock (`pervma`: then the region's own read lock); system calls serialize on one space lock; not measured properly yet |
 //! | **Linux's exact addresses** for `mmap(NULL)` (replaying a trace, comparing with the kernel) | [`Design::Coarse`], or `interval` with [`Arenas::Off`] | `interval` places `mmap(NULL)` in the calling core's arena by default |
 //!
 //! Sources (in the repository): `docs/results/results.csv` and `docs/results/conflicts.md` (the

@@ -4,9 +4,9 @@
 //! [`DesignOps`] (`ops.rs`) is that interface: the four system calls (already validated by
 //! `semantics.rs` down to the parts that need the region set), the page-fault handler the
 //! access path calls outside its access window, and the read-only views (`maps`, region count).
-//! [`Designs`] is the closed set of implementations (`coarse`, `faultlock`, `hybrid`, `interval`), an enum so that
-//! dispatch is a `match` the compiler inlines (no virtual call on the fault path). A new design
-//! (`bonsai`, `pervma`, `radix`) adds a file here, a variant to
+//! [`Designs`] is the closed set of implementations (`coarse`, `faultlock`, `hybrid`,
+//! `interval`, `bonsai`, `pervma`), an enum so that dispatch is a `match` the compiler inlines
+//! (no virtual call on the fault path). A new design (`radix`) adds a file here, a variant to
 //! [`Designs`] and to `config::Design`, and its shootdown policy (broadcast or targeted) to
 //! `Design::shootdown_policy` (`config.rs`).
 //!
@@ -37,7 +37,13 @@
 //!    `maps()`, exclusive around a commit's tree operations only (`designs/hybrid.rs`).
 //!    `interval`: the hybrid-granular lock (`aspace_sync::HybridLock`),
 //!    LR for faults that need locks, LW for system calls, GR for `maps()`/`stats()`, GW for the
-//!    placement fallback; then
+//!    placement fallback. `bonsai`: a space mutex that system calls take for their whole
+//!    duration; faults take it only after their lock-free tries (`designs/bonsai.rs`).
+//!    `pervma`: a space `RwLock`, system calls write it, faults that fall back read it; then
+//! 2. (`pervma`) **a region's lock word** (`region/bonsai_store.rs`'s `VmaLock`): faults
+//!    read-lock the region they found, an editor (holding the space write lock) detaches each
+//!    region it changes, waiting for its readers; never taken while waiting for the space lock;
+//!    then
 //! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
 //!    widened to whole regions and their neighbours, held until the call's edit is published
 //!    (`designs/interval/window.rs`);
@@ -53,7 +59,8 @@
 //!   before the walk ends (tables are recycled after a grace period). Entries are published
 //!   with `Release` and read with `Acquire`.
 //! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage, `hybrid`'s first
-//!   attempt) take no space lock:
+//!   attempt, `bonsai`'s and `pervma`'s first stage, the latter under its region's read lock)
+//!   take no space lock:
 //!   an RCU read section (the region set shares the space's domain), a lock-free region
 //!   lookup, and a fill that installs no table and goes ahead under the leaf lock only if no
 //!   edit marked the region replaced (`fault_rcu` has the argument, `designs/interval/` the
@@ -91,6 +98,7 @@
 //!
 //! Not for: the access path (`handle.rs`, shared by all designs) or argument validation.
 
+pub(crate) mod bonsai;
 pub(crate) mod coarse;
 pub(crate) mod faultlock;
 pub(crate) mod hybrid;
@@ -100,6 +108,7 @@ mod lock_free_loom;
 #[cfg(all(test, not(loom)))]
 mod lock_free_tests;
 mod ops;
+pub(crate) mod pervma;
 mod placement;
 mod syscalls;
 
@@ -127,6 +136,11 @@ pub(crate) enum Designs {
     Hybrid(hybrid::Hybrid),
     /// `interval`: IntervalVM (SOSP'25 §5).
     Interval(interval::IntervalDesign),
+    /// `bonsai`: lock-free faults over the Bonsai tree, system calls under one lock (ASPLOS'12
+    /// §5.3).
+    Bonsai(bonsai::Bonsai),
+    /// `pervma`: Linux 6.4+ per-VMA locks over the Bonsai tree.
+    PerVma(pervma::PerVma),
 }
 
 macro_rules! dispatch {
@@ -136,6 +150,8 @@ macro_rules! dispatch {
             Designs::FaultLock($d) => $e,
             Designs::Hybrid($d) => $e,
             Designs::Interval($d) => $e,
+            Designs::Bonsai($d) => $e,
+            Designs::PerVma($d) => $e,
         }
     };
 }
@@ -148,6 +164,8 @@ impl Designs {
             crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Hybrid => Designs::Hybrid(hybrid::Hybrid::new(sh)),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
+            crate::config::Design::Bonsai => Designs::Bonsai(bonsai::Bonsai::new(sh)),
+            crate::config::Design::PerVma => Designs::PerVma(pervma::PerVma::new(sh)),
         }
     }
 }

@@ -37,6 +37,7 @@
 //!
 //! Not for: locking (the design wraps the store in its lock) or page tables.
 
+pub(crate) mod bonsai_store;
 pub(crate) mod count;
 #[cfg(all(test, not(loom)))]
 mod fault_injection_tests;
