@@ -294,5 +294,4 @@ mod tests {
             libc::ENOMEM
         );
     }
-
 }
