@@ -15,7 +15,7 @@ use crate::types::{Access, Advice, MapFlags, Prot, PAGE_SIZE as P};
 use crate::{AddressSpace, CoreHandle, Design, Fault};
 
 /// Every design whose faults run `fault_rcu` first.
-pub(crate) const LOCK_FREE: &[Design] = &[Design::Hybrid, Design::Interval];
+pub(crate) const LOCK_FREE: &[Design] = &[Design::Hybrid, Design::Interval, Design::Bonsai];
 
 /// Every design of [`LOCK_FREE`] with every [`CopyBy`].
 fn designs_and_copies() -> impl Iterator<Item = (Design, CopyBy)> {

@@ -179,6 +179,8 @@ impl Designs {
             Designs::Coarse(_) | Designs::FaultLock(_) => {}
             Designs::Hybrid(d) => d.check(),
             Designs::Interval(d) => interval::tests::check(d),
+            Designs::Bonsai(d) => d.check(),
+            Designs::PerVma(d) => d.check(),
         }
     }
 }
