@@ -102,6 +102,48 @@ impl LoomStore for HybridLoom {
     }
 }
 
+/// `bonsai`'s (and `pervma`'s) store: the Bonsai regions, edited through a `BonsaiStore` made
+/// under a (loom) mutex standing in for the space lock (review 2, issue 19).
+pub(crate) struct BonsaiLoom {
+    regions: crate::region::bonsai_store::BonsaiRegions,
+    space: crate::sync::Mutex<()>,
+}
+
+impl LoomStore for BonsaiLoom {
+    type Regions = crate::region::bonsai_store::BonsaiRegions;
+
+    fn build(domain: &aspace_rcu::Domain, regions: &[Region]) -> BonsaiLoom {
+        let r = crate::region::bonsai_store::BonsaiRegions::new(domain.clone());
+        {
+            // SAFETY: no other store of `r` exists yet.
+            let mut s = unsafe { crate::region::bonsai_store::BonsaiStore::new(&r) };
+            s.replace_window(&[], regions).unwrap();
+        }
+        BonsaiLoom {
+            regions: r,
+            space: crate::sync::Mutex::new(()),
+        }
+    }
+
+    fn regions(&self) -> &Self::Regions {
+        &self.regions
+    }
+
+    fn edit(
+        &self,
+        range: Range<u64>,
+        f: &dyn Fn(Option<Attrs>) -> Option<Attrs>,
+        body: &mut dyn FnMut(),
+    ) {
+        let _space = self.space.lock();
+        // SAFETY: every edit holds `space`.
+        let mut s = unsafe { crate::region::bonsai_store::BonsaiStore::new(&self.regions) };
+        let mut bufs = EditBuffers::default();
+        s.edit(&mut bufs, range, f, OnOverlap::Rewrite, 64).unwrap();
+        body();
+    }
+}
+
 /// Runs `f` under loom with the crate's bounds (preemptions from `LOOM_MAX_PREEMPTIONS`, else 2).
 pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
@@ -244,4 +286,7 @@ mod hybrid {
 }
 mod interval {
     models!(crate::designs::interval::loom_tests::IntervalLoom);
+}
+mod bonsai {
+    models!(super::BonsaiLoom);
 }

@@ -176,3 +176,135 @@ fn freeing_the_leaf_after_a_racing_stage1_fault_finds_no_stale_entry() {
         check(&space);
     }
 }
+
+/// Review (issue 19, review 2): more edit shapes than the copies of [`stale_fill`]. Regions
+/// A = `[x, x+P)` r, B = `[x+P, x+3P)` rw (written: it has an anon identity), C =
+/// `[x+3P, x+4P)` r, one leaf. Core F stops a write fault at `x+2P` between its lock-free
+/// lookup (B's object) and its leaf lock; core E runs `edit`; F goes on. Returns F's result.
+fn stopped_write_on_b(
+    design: Design,
+    edit: impl FnOnce(&mut CoreHandle, u64) + Send,
+) -> (Result<(), Fault>, AddressSpace, CoreHandle, u64) {
+    let base = 0x4000_0000;
+    let space = AddressSpace::builder()
+        .design(design)
+        .arenas(Arenas::Off)
+        .address_range(base, base + 4096 * P)
+        .memory(256 * P)
+        .max_cores(2)
+        .build()
+        .unwrap();
+    let x = base + 512 * P;
+    let mut e = space.attach().unwrap();
+    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+    e.mmap(x, P, Prot::READ, fixed).unwrap();
+    e.mmap(x + P, 2 * P, Prot::READ_WRITE, fixed).unwrap();
+    e.mmap(x + 3 * P, P, Prot::READ, fixed).unwrap();
+    e.write(x + P, &[1]).unwrap();
+    assert_eq!(space.maps().len(), 3);
+    let mut f = space.attach().unwrap();
+    let (at_query, stopped) = std::sync::mpsc::channel::<()>();
+    let (go_on, resume) = std::sync::mpsc::channel::<()>();
+    let r = std::thread::scope(|s| {
+        let fault = s.spawn(move || {
+            crate::fault_inject::STAGE1_BEFORE_FILL.arm(move || {
+                at_query.send(()).unwrap();
+                resume.recv().unwrap();
+            });
+            f.write(x + 2 * P, &[0xaa; 8])
+        });
+        stopped.recv().unwrap();
+        edit(&mut e, x);
+        go_on.send(()).unwrap();
+        fault.join().unwrap()
+    });
+    (r, space, e, x)
+}
+
+/// `MAP_FIXED` read-only over A, B and C (one edit replacing three regions): the stopped write
+/// must not land in B's old page.
+#[test]
+fn stage1_fault_never_fills_after_map_fixed_over_several_regions() {
+    for &design in LOCK_FREE {
+        let (r, space, mut e, x) = stopped_write_on_b(design, |e, x| {
+            let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+            e.mmap(x, 4 * P, Prot::READ, fixed).unwrap();
+        });
+        assert_eq!(
+            r,
+            Err(Fault::Protection { addr: x + 2 * P }),
+            "{design:?}: a write went through after MAP_FIXED read-only returned"
+        );
+        let mut buf = [0xffu8; 8];
+        e.read(x + 2 * P, &mut buf).unwrap();
+        assert_eq!(
+            buf, [0; 8],
+            "{design:?}: the new mapping shows a stale fill"
+        );
+        e.munmap(x, 4 * P).unwrap();
+        let st = space.stats();
+        assert_eq!(
+            (st.frames_in_use, st.page_tables),
+            (0, 1),
+            "{design:?}: leak"
+        );
+        check(&space);
+    }
+}
+
+/// `mprotect(A, rw)` merges A into B (B leaves: the merged region replaces it), then `munmap`
+/// of the merged region: the stopped write (holding B's old object) must be refused.
+#[test]
+fn stage1_fault_never_fills_after_a_merge_then_munmap() {
+    for &design in LOCK_FREE {
+        let (r, space, mut e, x) = stopped_write_on_b(design, |e, x| {
+            e.mprotect(x, P, Prot::READ_WRITE).unwrap();
+            e.munmap(x, 3 * P).unwrap();
+        });
+        assert_eq!(
+            r,
+            Err(Fault::Unmapped { addr: x + 2 * P }),
+            "{design:?}: a write went through after munmap returned"
+        );
+        let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+        e.mmap(x, 3 * P, Prot::READ_WRITE, fixed).unwrap();
+        let mut buf = [0xffu8; 8];
+        e.read(x + 2 * P, &mut buf).unwrap();
+        assert_eq!(
+            buf, [0; 8],
+            "{design:?}: the new mapping shows a stale fill"
+        );
+        e.munmap(x, 4 * P).unwrap();
+        let st = space.stats();
+        assert_eq!(
+            (st.frames_in_use, st.page_tables),
+            (0, 1),
+            "{design:?}: leak"
+        );
+        check(&space);
+    }
+}
+
+/// A split of B (its first page made read-only), then `munmap` of B's second half.
+#[test]
+fn stage1_fault_never_fills_after_a_split_then_munmap_of_its_half() {
+    for &design in LOCK_FREE {
+        let (r, space, mut e, x) = stopped_write_on_b(design, |e, x| {
+            e.mprotect(x + P, P, Prot::READ).unwrap();
+            e.munmap(x + 2 * P, P).unwrap();
+        });
+        assert_eq!(
+            r,
+            Err(Fault::Unmapped { addr: x + 2 * P }),
+            "{design:?}: a write went through after munmap returned"
+        );
+        e.munmap(x, 4 * P).unwrap();
+        let st = space.stats();
+        assert_eq!(
+            (st.frames_in_use, st.page_tables),
+            (0, 1),
+            "{design:?}: leak"
+        );
+        check(&space);
+    }
+}

@@ -83,6 +83,12 @@ impl VmaLock {
         true
     }
 
+    /// The number of read locks held now (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn readers(&self) -> u64 {
+        self.word.load(Ordering::Relaxed) & !Self::DETACHED
+    }
+
     /// Releases a read lock taken by [`VmaLock::try_read`].
     #[inline]
     pub(crate) fn read_unlock(&self) {

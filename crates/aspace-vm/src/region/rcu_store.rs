@@ -454,3 +454,45 @@ impl RegionStore for TreeEdit<'_> {
         Ok(())
     }
 }
+
+/// Review tests (issue 19 review 2).
+#[cfg(all(test, not(loom)))]
+mod review_tests {
+    use super::*;
+    use crate::region::Attrs;
+    use crate::types::{Prot, Sharing, PAGE_SIZE as P};
+
+    /// `RcuRegions::lookup_rcu` is a safe method returning a `&'g StoredRegion` tied to the
+    /// caller's guard; the region objects are freed through the tree's own domain
+    /// (`replace_window`'s `defer_drop`). A guard of another domain does not hold that grace
+    /// period off, so the reference may dangle once the region is replaced: the lookup must
+    /// reject such a guard (as `aspace_map`'s `check_guard` does for every map).
+    #[test]
+    #[should_panic]
+    #[ignore = "review finding: RcuTree::lookup_rcu accepts a guard of another domain (unsound safe fn)"]
+    fn rcu_tree_lookup_rejects_a_guard_of_another_domain() {
+        let (tree, mut token) = RcuTree::new(Domain::new());
+        let r = Region {
+            start: 16 * P,
+            end: 18 * P,
+            attrs: Attrs {
+                prot: Prot::READ_WRITE,
+                sharing: Sharing::Private,
+                flags: 0,
+                anon: None,
+                shm_base: 0,
+            },
+        };
+        tree.edit(&mut token).replace_window(&[], &[r]).unwrap();
+        let other = Domain::new();
+        let reader = other.register();
+        let guard = reader.read();
+        // Must panic: the guard does not protect this tree's region objects.
+        let found = tree.lookup_rcu(16 * P, &guard).map(|(range, _)| range);
+        // Without the check the reference outlives a replace + grace period of the tree's
+        // domain: shown here without dereferencing it.
+        tree.edit(&mut token).replace_window(&[r], &[]).unwrap();
+        tree.domain.barrier();
+        assert_eq!(found, Some(16 * P..18 * P));
+    }
+}

@@ -129,3 +129,109 @@ fn an_edit_of_other_regions_does_not_wait_and_the_fault_stays_per_region() {
     assert_eq!(space.stats().fault_stages, [1, 1]);
     design(&space).check();
 }
+
+/// Review (issue 19, review 2): a panic inside the per-region fault (between `try_read` and
+/// `read_unlock`, here injected at `STAGE1_BEFORE_FILL`) must not leave the region read-locked:
+/// `resolve` holds the lock as a raw count, not a guard that unlocks on unwind, so the next
+/// edit of the region would spin in `write_lock_detach` forever while holding the space write
+/// lock (every system call and every fallback fault of the space then hangs).
+#[test]
+#[ignore = "review finding: pervma's region read lock is not released when the fault unwinds (no unlock guard)"]
+fn a_panicking_fault_does_not_leave_its_region_read_locked() {
+    let space = AddressSpace::builder()
+        .design(Design::PerVma)
+        .address_range(BASE, BASE + 4096 * P)
+        .memory(256 * P)
+        .max_cores(2)
+        .build()
+        .unwrap();
+    let mut e = space.attach().unwrap();
+    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+    e.mmap(X, 3 * P, Prot::READ_WRITE, fixed).unwrap();
+    e.write(X, &[1]).unwrap(); // The anon identity and the leaf table.
+    let mut f = space.attach().unwrap();
+    let unwound = std::thread::scope(|s| {
+        s.spawn(move || {
+            crate::fault_inject::STAGE1_BEFORE_FILL.arm(|| panic!("injected panic in a fault"));
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = f.write(X + 2 * P, &[0xaa; 8]);
+            }))
+            .is_err()
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(unwound, "the injected panic did not happen");
+    let reader = space.space.shared.domain.register();
+    let guard = reader.read();
+    let (_, t) = design(&space)
+        .regions
+        .lookup_tree(X + 2 * P, &guard)
+        .expect("the region");
+    assert_eq!(
+        t.lock.readers(),
+        0,
+        "the region stays read-locked after the fault unwound: its next edit never returns"
+    );
+}
+
+/// Review (issue 19, review 2): as `bonsai`'s test of the same name: a failed publish leaves
+/// the regions that stay detached (`write_lock_detach` never undone), so every later fault on
+/// such a region fails its trylock and takes the space lock's read side, until an edit changes
+/// the region. Performance only.
+#[test]
+#[ignore = "review finding: a failed publish leaves the regions that stay detached for good; their faults never run per-region again"]
+fn a_failed_publish_does_not_leave_a_staying_region_detached() {
+    // The control (no failure) is `..._control`: the same fault runs lock-free there.
+    assert_eq!(
+        failed_publish_stages_detached(true),
+        [1, 1],
+        "the fault on a region no edit changed went to the space lock"
+    );
+}
+
+#[test]
+fn a_failed_publish_does_not_leave_a_staying_region_detached_control() {
+    assert_eq!(failed_publish_stages_detached(false), [1, 1]);
+}
+
+fn failed_publish_stages_detached(fail: bool) -> [u64; 2] {
+    let space = AddressSpace::builder()
+        .design(Design::PerVma)
+        .address_range(BASE, BASE + 4096 * P)
+        .memory(256 * P)
+        .max_cores(2)
+        .build()
+        .unwrap();
+    let mut e = space.attach().unwrap();
+    let fixed = MapFlags::PRIVATE_ANONYMOUS | MapFlags::FIXED;
+    e.mmap(X, 4 * P, Prot::READ_WRITE, fixed).unwrap();
+    e.write(X, &[1]).unwrap();
+    if fail {
+        design(&space).regions.fail_allocations_after(Some(0));
+    }
+    let r = e.munmap(X + 3 * P, P);
+    design(&space).regions.fail_allocations_after(None);
+    assert_eq!(
+        r.is_err(),
+        fail,
+        "the munmap fails exactly when its publish is made to fail"
+    );
+    e.mmap(X + 100 * P, P, Prot::READ, fixed).unwrap();
+    let mut buf = [0u8; 8];
+    e.read(X + 2 * P, &mut buf).unwrap();
+    design(&space).check();
+    let stages = space.stats().fault_stages;
+    // Counts are exact after the failed edit: everything comes back.
+    e.munmap(X, 4 * P).unwrap();
+    e.munmap(X + 100 * P, P).unwrap();
+    let st = space.stats();
+    assert_eq!(space.maps().len(), 0);
+    assert_eq!(
+        (st.frames_in_use, st.page_tables),
+        (0, 1),
+        "a frame or table leaked"
+    );
+    design(&space).check();
+    stages
+}
