@@ -75,7 +75,7 @@ use super::syscalls::{
 };
 use crate::core_state::Core;
 use crate::error::{Fault, VmError};
-use crate::region::bonsai_store::{BonsaiRegions, BonsaiStore, TreeRegion};
+use crate::region::bonsai_store::{BonsaiRegions, BonsaiStore, TreeRegion, VmaLock};
 use crate::region::store::{RcuRegions, RegionStore, StoredRegion};
 use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
@@ -168,12 +168,15 @@ impl PerVma {
             // `read_unlock` (an editor detaches it first and waits for readers), so a node
             // holding its `Arc` stays linked, hence allocated, until then.
             let t: &TreeRegion = unsafe { &*t };
+            // Unlocks when dropped, also when the fault unwinds: a read lock left behind would
+            // make the region's next editor wait forever under the space write lock.
+            let locked = ReadLocked(&t.lock);
             let held = Held {
                 range,
                 region: &t.stored,
             };
             let r = fault_rcu(sh, core, &held, va, access);
-            t.lock.read_unlock();
+            drop(locked);
             if let Ok(r) = r {
                 return (r, 0);
             }
@@ -245,5 +248,14 @@ impl DesignOps for PerVma {
 
     fn region_count(&self) -> u64 {
         self.read(|s| s.len() as u64)
+    }
+}
+
+/// A region read lock taken by `VmaLock::try_read`, released on drop (unwinding included).
+struct ReadLocked<'a>(&'a VmaLock);
+
+impl Drop for ReadLocked<'_> {
+    fn drop(&mut self) {
+        self.0.read_unlock();
     }
 }

@@ -239,15 +239,22 @@ impl RcuRegions for RcuTree {
     fn lookup_rcu<'g>(
         &'g self,
         va: u64,
-        _guard: &'g Guard<'_>,
+        guard: &'g Guard<'_>,
     ) -> Option<(Range<u64>, &'g StoredRegion)> {
+        // Only a read section of the tree's own domain keeps its objects alive (they are freed
+        // through `self.domain`): a guard of another domain would let the reference dangle, so
+        // it panics in every build, as the aspace-map maps do (issue 19's review).
+        assert!(
+            guard.belongs_to(&self.domain),
+            "RcuTree::lookup_rcu: the guard belongs to another RCU domain than the tree's"
+        );
         let found = {
             let _shared = self.lock.read();
             // SAFETY: the shared tree lock excludes every mutation.
             let map = unsafe { self.map() };
             let (&end, b) = map.range(va.checked_add(1)?..).next()?;
-            // SAFETY: `_guard` is a read section of the tree's domain (the caller's contract,
-            // `fault_rcu`), begun before this search: the object, in the tree now, is freed
+            // SAFETY: `guard` is a read section of the tree's domain (checked above), begun
+            // before this search: the object, in the tree now, is freed
             // only after it is unlinked (under the exclusive tree lock, after this section of
             // the lock) and a grace period after that.
             let stored: &'g StoredRegion = unsafe { b.get() };
@@ -469,7 +476,6 @@ mod review_tests {
     /// reject such a guard (as `aspace_map`'s `check_guard` does for every map).
     #[test]
     #[should_panic]
-    #[ignore = "review finding: RcuTree::lookup_rcu accepts a guard of another domain (unsound safe fn)"]
     fn rcu_tree_lookup_rejects_a_guard_of_another_domain() {
         let (tree, mut token) = RcuTree::new(Domain::new());
         let r = Region {

