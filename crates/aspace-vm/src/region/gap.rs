@@ -30,7 +30,7 @@ pub(crate) fn highest_gap(
         }
         hi = hi.min(r.start);
     }
-    (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then_some(hi - len)
+    (hi >= bounds.min_addr && hi - bounds.min_addr >= len).then(|| hi - len)
 }
 
 /// [`highest_gap`] for regions given from the bottom up (a scan that cannot walk down): feed
