@@ -528,8 +528,10 @@ pub(crate) fn fault_rcu_in<R: RcuRegions>(
         if R::MISS_IS_UNMAPPED {
             return Ok(Err(Fault::Unmapped { addr: va }));
         }
+        // Saturating: a fault in the top page of `u64` (a raw address from a caller) has no
+        // page end to name; the retry takes the locked path, which answers `Unmapped`.
         return Err(Retry {
-            region: page..page + PAGE_SIZE,
+            region: page..page.saturating_add(PAGE_SIZE),
         });
     };
     let attrs = stored.attrs();
