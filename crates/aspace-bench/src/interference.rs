@@ -133,7 +133,9 @@ pub fn sample(d: std::time::Duration) -> Interference {
 pub fn busy_warning(i: Interference) -> Option<String> {
     (i.busy_pct() > BUSY_MAX_PCT).then(|| {
         format!(
-            "warning: other work is using {:.0}% of this machine's CPUs ({:.0}% other processes,              {:.0}% stolen by the hypervisor); points measured while it does are flagged              unstable. Figures worth publishing need an idle machine.",
+            "warning: other work is using {:.0}% of this machine's CPUs ({:.0}% other processes, \
+             {:.0}% stolen by the hypervisor); points measured while it does are flagged \
+             unstable. Figures worth publishing need an idle machine.",
             i.busy_pct(),
             i.other_pct,
             i.steal_pct
@@ -207,7 +209,7 @@ mod tests {
         };
         let w = busy_warning(busy).unwrap();
         assert!(w.contains("42% of this machine's CPUs"), "{w}");
-        assert!(w.contains("40% other processes"), "{w}");
+        assert!(w.contains("40% other processes, 2% stolen"), "{w}");
     }
 
     #[test]
