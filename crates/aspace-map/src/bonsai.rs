@@ -274,6 +274,43 @@ impl<V: Clone + Send + Sync + 'static> BonsaiMap<V> {
         ))
     }
 
+    /// The highest `a` such that `[a, a + len)` lies inside `within` and overlaps no interval:
+    /// the top-down gap search (Linux's `unmapped_area_topdown`) in O(log n) over the gap
+    /// augmentation, without a read guard; `Ok(None)` when no gap fits.
+    ///
+    /// # Errors
+    /// As [`IntervalMap::alloc`] for a bad `within` or `len`.
+    ///
+    /// # Safety
+    /// As [`BonsaiMap::query_excluding_writers`]: no update runs during the call (the
+    /// summaries it reads are the writer's).
+    pub unsafe fn last_fit_excluding_writers(
+        &self,
+        within: Range<u64>,
+        len: u64,
+    ) -> Result<Option<u64>, MapError> {
+        let within = check_alloc(within, len)?;
+        // SAFETY: no update runs (the caller's contract), which is what reading summaries
+        // needs; `len > 0` (checked above).
+        Ok(unsafe { self.tree.last_fit(within, len) })
+    }
+
+    /// The interval with the greatest start below `addr`, without a read guard.
+    ///
+    /// # Safety
+    /// As [`BonsaiMap::query_excluding_writers`].
+    pub unsafe fn below_excluding_writers(&self, addr: u64) -> Option<(Interval, &V)> {
+        // SAFETY: no update runs for the reference's lifetime (the caller's contract).
+        let n = unsafe { self.tree.below(addr) }?;
+        Some((
+            Interval {
+                start: n.start,
+                end: n.end,
+            },
+            &n.value,
+        ))
+    }
+
     /// [`IntervalMap::visit`] without a read guard (`range` page-aligned, non-empty, inside the
     /// key space).
     ///

@@ -33,13 +33,19 @@
 //! between the left subtree and the node, the gap between the node and the right subtree, the
 //! right subtree.
 //!
+//! [`last_fit_locked`] is the mirror image, Linux's top-down `unmapped_area_topdown`: the
+//! highest `a` such that `[a, a + len)` lies inside `within` and is free, trying the gaps in
+//! descending address order (above the last interval, then inside the tree right subtree first,
+//! then below the first interval) and, inside a fitting gap, its highest `len` bytes below
+//! `within.end`. Its bound is first-fit's by symmetry.
+//!
 //! Complexity: O(log n). A subtree whose span lies entirely inside `within` and whose
 //! `max_gap >= len` always contains an answer, so a visited subtree that yields none straddles
 //! `within.start` or `within.end`; those lie on at most two root-to-leaf paths (O(height)), and
 //! the successful descent is one more path, on which each left child is either pruned in O(1) or
 //! contains the answer. The tree is weight-balanced, so the height is O(log n).
 //!
-//! Not for: readers (they never read summaries), nor any policy but lowest-fit.
+//! Not for: readers (they never read summaries), nor any policy but lowest-fit and highest-fit.
 
 use super::node::{summary_of, Node};
 use crate::contract::{Interval, KEY_SPACE_END};
@@ -109,6 +115,70 @@ unsafe fn inner_fit<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u6
     None
 }
 
+/// The highest address `a` with `[a, a + len)` inside both `within` and the free gap
+/// `[gap_start, gap_end)`.
+#[inline]
+fn clip_fit_high(gap_start: u64, gap_end: u64, within: Interval, len: u64) -> Option<u64> {
+    let a = gap_start.max(within.start);
+    let e = gap_end.min(within.end);
+    (e >= a && e - a >= len).then(|| e - len)
+}
+
+/// The highest `a` with `[a, a + len)` inside `within` and free, in the tree rooted at `root`
+/// (the module doc: first-fit's search in descending address order).
+///
+/// # Safety
+/// As for [`first_fit_locked`].
+pub(crate) unsafe fn last_fit_locked<V>(
+    root: *mut Node<V>,
+    within: Interval,
+    len: u64,
+) -> Option<u64> {
+    // SAFETY: per the contract.
+    let Some(all) = (unsafe { summary_of(root) }) else {
+        return clip_fit_high(0, KEY_SPACE_END, within, len);
+    };
+    clip_fit_high(all.max_end, KEY_SPACE_END, within, len)
+        // SAFETY: per the contract; `root` is not null here.
+        .or_else(|| unsafe { inner_fit_high(root, within, len) })
+        .or_else(|| clip_fit_high(0, all.min_start, within, len))
+}
+
+/// The highest fitting address in the gaps strictly inside the (non-null) subtree at `n`.
+///
+/// # Safety
+/// As for [`first_fit_locked`]; `n` is a live node of the tree.
+unsafe fn inner_fit_high<V>(n: *mut Node<V>, within: Interval, len: u64) -> Option<u64> {
+    // SAFETY: per the contract, `n` is live and the writer lock keeps it so.
+    let cur = unsafe { &*n };
+    let s = cur.summary();
+    if s.max_gap < len || clip_fit(s.min_start, s.max_end, within, len).is_none() {
+        return None;
+    }
+    // Relaxed: the writer reading its own tree under the writer lock.
+    let l = cur.left.load(Ordering::Relaxed);
+    let r = cur.right.load(Ordering::Relaxed);
+    // SAFETY: children of a live node of the tree are null or live; the writer lock is held.
+    if let Some(rs) = unsafe { summary_of(r) } {
+        // SAFETY: as above; `r` is not null.
+        if let Some(a) = unsafe { inner_fit_high(r, within, len) } {
+            return Some(a);
+        }
+        if let Some(a) = clip_fit_high(cur.end, rs.min_start, within, len) {
+            return Some(a);
+        }
+    }
+    // SAFETY: as above.
+    if let Some(ls) = unsafe { summary_of(l) } {
+        if let Some(a) = clip_fit_high(ls.max_end, cur.start, within, len) {
+            return Some(a);
+        }
+        // SAFETY: as above; `l` is not null.
+        return unsafe { inner_fit_high(l, within, len) };
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +191,19 @@ mod tests {
         assert_eq!(clip_fit(10, 14, w, 4), Some(10));
         assert_eq!(clip_fit(0, 8, w, 1), None, "gap ends where within starts");
         assert_eq!(clip_fit(20, 30, w, 1), None, "gap past within");
+    }
+
+    #[test]
+    fn clip_fit_high_takes_the_top_of_the_clipped_gap() {
+        let w = Interval { start: 8, end: 16 };
+        assert_eq!(clip_fit_high(0, 100, w, 8), Some(8));
+        assert_eq!(clip_fit_high(0, 100, w, 3), Some(13));
+        assert_eq!(clip_fit_high(0, 100, w, 9), None);
+        assert_eq!(clip_fit_high(10, 14, w, 4), Some(10));
+        assert_eq!(
+            clip_fit_high(0, 8, w, 1),
+            None,
+            "gap ends where within starts"
+        );
     }
 }

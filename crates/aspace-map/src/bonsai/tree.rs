@@ -18,7 +18,7 @@
 //!
 //! Not for: writing (see `update.rs`); the safe API (see `bonsai.rs`).
 
-use super::augment::first_fit_locked;
+use super::augment::{first_fit_locked, last_fit_locked};
 use super::node::Node;
 use super::summary::Summary;
 use crate::contract::Interval;
@@ -119,6 +119,41 @@ impl<V> RawTree<V> {
         let root = self.root.load(Ordering::Relaxed);
         // SAFETY: forwarded from the caller; `root` is the tree's root.
         unsafe { first_fit_locked(root, within, len) }
+    }
+
+    /// The highest `a` such that `[a, a + len)` lies inside `within` and overlaps no interval
+    /// (the top-down search), in O(log n) through the gap augmentation (`augment.rs`).
+    ///
+    /// # Safety
+    /// As for [`RawTree::first_fit`].
+    pub(crate) unsafe fn last_fit(&self, within: Interval, len: u64) -> Option<u64> {
+        // Relaxed: the writer reads its own root.
+        let root = self.root.load(Ordering::Relaxed);
+        // SAFETY: forwarded from the caller; `root` is the tree's root.
+        unsafe { last_fit_locked(root, within, len) }
+    }
+
+    /// The node with the greatest start below `addr`, if any (one root-to-leaf descent).
+    ///
+    /// # Safety
+    /// As for [`RawTree::find`].
+    pub(crate) unsafe fn below<'g>(&self, addr: u64) -> Option<&'g Node<V>> {
+        // Acquire: as in `find`.
+        let mut cur = self.root.load(Ordering::Acquire);
+        let mut best: *const Node<V> = std::ptr::null();
+        // SAFETY: as in `find`.
+        while let Some(node) = unsafe { cur.as_ref() } {
+            if node.start < addr {
+                best = node;
+                // Acquire: as in `find`.
+                cur = node.right.load(Ordering::Acquire);
+            } else {
+                // Acquire: as in `find`.
+                cur = node.left.load(Ordering::Acquire);
+            }
+        }
+        // SAFETY: as in `find`.
+        unsafe { best.as_ref() }
     }
 
     /// Checks the structural invariants and returns the number of nodes: BST order by start,

@@ -301,18 +301,31 @@ impl RegionStore for BonsaiStore<'_> {
         self.collect(0..KEY_SPACE_END).into_iter()
     }
 
+    /// Cost: at most two descents (the last region starting below `addr`, else the one before).
     fn end_at_or_below(&self, addr: u64) -> u64 {
-        // The region containing or ending at `addr - 1` ends at or below `addr` only if it does
-        // not contain `addr`; otherwise the one before it. One walk over what lies below.
-        self.collect(0..addr)
-            .iter()
-            .rev()
-            .find(|r| r.end <= addr)
-            .map_or(0, |r| r.end)
+        // SAFETY: no edit runs while this store lives (`BonsaiStore::new`).
+        let Some((last, _)) = (unsafe { self.map().below_excluding_writers(addr) }) else {
+            return 0;
+        };
+        if last.end <= addr {
+            return last.end;
+        }
+        // `last` contains `addr`: the region before it ends at or below its start.
+        // SAFETY: as above.
+        unsafe { self.map().below_excluding_writers(last.start) }.map_or(0, |(iv, _)| iv.end)
     }
 
-    /// Cost: every region (collected, then scanned from the top), like the skiplist store.
+    /// Cost: O(log n), the tree's gap augmentation searched right to left (Linux's
+    /// `unmapped_area_topdown`); bounds the tree cannot take (beyond its key space) fall back
+    /// to a scan of every region.
     fn find_gap_topdown(&self, len: u64, bounds: Bounds) -> Option<u64> {
+        if bounds.min_addr < bounds.max_addr && bounds.max_addr <= KEY_SPACE_END && len > 0 {
+            let within = bounds.min_addr..bounds.max_addr;
+            // SAFETY: no edit runs while this store lives (`BonsaiStore::new`).
+            if let Ok(found) = unsafe { self.map().last_fit_excluding_writers(within, len) } {
+                return found;
+            }
+        }
         let regions = self.collect(0..KEY_SPACE_END);
         highest_gap(regions.iter().rev().map(|r| r.start..r.end), len, bounds)
     }
