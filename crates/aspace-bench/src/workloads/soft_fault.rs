@@ -9,11 +9,19 @@
 //! Each round:
 //! 1. every thread stores one byte to each page of its slice in turn: every store is a soft
 //!    fault on a fresh page of the one shared region (measured);
-//! 2. all threads meet at a barrier; thread 0 drops the whole region's pages with
+//! 2. all threads meet at a barrier; each drops its own slice's pages with
 //!    `madvise(MADV_DONTNEED)` (the region stays: nothing unmaps it while measured); all meet
 //!    again. Step 2 is housekeeping: each thread excludes the time from finishing its slice to
 //!    leaving the second barrier ([`Stop::time_inside`]), so no fault is measured while a
 //!    `DONTNEED` holds a lock, and a thread that finished first does not count its wait.
+//!
+//! Each thread drops its *own* slice so that the frames its next round faults in were zeroed
+//! by its own core (the engine zeroes on free, `aspace-vm`'s `frames.rs`) and come from its own
+//! core's frame cache, as a Linux fault's page is zeroed on the faulting CPU. When thread 0
+//! dropped every slice (until issue 19's last session), each fault of another thread began
+//! with its first store missing on a line thread 0's core had just zeroed, and its frames
+//! came through the global free list: a cross-core transfer per fault that no design causes,
+//! which capped every design's 2-thread scaling alike.
 //!
 //! One operation is one page fault; `ops_per_sec` is the sum of the threads' fault rates over
 //! their faulting time. Extra: `rounds` (completed rounds of thread 0).
@@ -85,12 +93,10 @@ impl VmBench for SoftFault {
                     count.ops += SLICE_PAGES;
                     let start = Instant::now();
                     let done = barrier.wait(stopped) && {
-                        if t == 0 {
-                            // SAFETY: the region's pages hold nothing anyone reads; every thread
-                            // finished its stores (barrier above) and none stores before the
-                            // next barrier.
-                            unsafe { core.dontneed(base, len) };
-                        }
+                        // SAFETY: our own slice, whose pages hold nothing anyone reads; every
+                        // thread finished its stores (barrier above) and none stores before
+                        // the next barrier.
+                        unsafe { core.dontneed(slice, SLICE_PAGES * PAGE) };
                         barrier.wait(stopped)
                     };
                     excluded += stop.time_inside(start);
