@@ -9,6 +9,9 @@
 //!   and the limit enforced exactly. Its benchmark baselines [`AtomicCounter`] (one shared
 //!   atomic) and [`PercpuCounter`] (Linux `percpu_counter` style, not exact) implement the same
 //!   [`Counter`] trait (`counter.rs`).
+//! - [`UpgradableLock`] (`upgradable_lock.rs`): the thesis' upgradable lock (§5.2): no atomic
+//!   read-modify-write while its [`LockGroup`] has one member, a real lock from the moment a
+//!   second member joins (the join waits one RCU grace period for the light critical sections).
 //!
 //! Cores are indexes the caller passes (its handle index); with more cores than per-core slots,
 //! cores share a slot by group (`core % slots`).
@@ -28,6 +31,7 @@ mod limit_counter;
 mod percpu_counter;
 mod rwlock;
 mod sync;
+mod upgradable_lock;
 
 pub use atomic_counter::AtomicCounter;
 pub use counter::{Counter, LimitExceeded};
@@ -37,3 +41,4 @@ pub use hybrid_lock::{
 };
 pub use limit_counter::{LimitCounter, BATCH_DIVISOR};
 pub use percpu_counter::PercpuCounter;
+pub use upgradable_lock::{LockGroup, Member, UpgradableGuard, UpgradableLock};

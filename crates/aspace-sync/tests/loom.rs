@@ -16,7 +16,7 @@
 //!   switch to direct updates must neither pass the limit nor refuse what it can grant.
 #![cfg(loom)]
 
-use aspace_sync::{Counter, HybridLock, LimitCounter};
+use aspace_sync::{Counter, HybridLock, LimitCounter, LockGroup, UpgradableLock};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU64};
 use loom::sync::Arc;
@@ -294,5 +294,45 @@ fn loom_limit_counter_switch_in_a_shared_slot_never_passes_the_limit() {
         add_tracked(&counter, &held, 0, 1);
         t.join().unwrap();
         assert_eq!(counter.sum(), held.load(Relaxed), "final sum is exact");
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// UpgradableLock
+// ---------------------------------------------------------------------------------------------
+
+/// The upgrade (thesis §5.2.2): the group's first member locks in the light mode (no
+/// read-modify-write) while a second thread joins, which upgrades the group, and then locks.
+/// Both critical sections write a loom `UnsafeCell`: if they overlapped, or the second did not
+/// happen after the first, loom reports the race. The real lock and the real `memb` domain
+/// (its loom stand-in for `membarrier`) run.
+///
+/// Mutation: without the grace period in `LockGroup::join` (the `synchronize()` after setting
+/// the flag), the first member may read the flag unset, the joiner take the real lock, and the
+/// first member then store the word in the light mode: loom fails with "Causality violation:
+/// Concurrent write accesses to `UnsafeCell`" (checked 2026-11-27).
+#[test]
+fn loom_upgradable_lock_excludes_across_the_upgrade() {
+    loom::model(|| {
+        let group = LockGroup::new();
+        let lock = Arc::new(UpgradableLock::new(&group, ()));
+        let cell = Arc::new(UnsafeCell::new(0u64));
+        let first = group.join();
+        let (g2, l2, c2) = (group.clone(), lock.clone(), cell.clone());
+        let t = thread::spawn(move || {
+            let second = g2.join();
+            let _g = l2.lock(&second);
+            // SAFETY: inside the lock's critical section.
+            c2.with_mut(|v| unsafe { *v += 1 });
+        });
+        {
+            let _g = lock.lock(&first);
+            // SAFETY: inside the lock's critical section.
+            cell.with_mut(|v| unsafe { *v += 1 });
+        }
+        t.join().unwrap();
+        let _g = lock.lock(&first);
+        // SAFETY: inside the lock's critical section, after both writers.
+        cell.with(|v| assert_eq!(unsafe { *v }, 2));
     });
 }

@@ -18,6 +18,7 @@ pub mod limit_counter;
 pub mod list;
 pub mod local;
 pub mod metis;
+pub mod mutex;
 pub mod pipeline;
 pub mod rcu_gp;
 pub mod rcu_read;
@@ -41,6 +42,7 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &readers_writers::ReadersWriters,
         &limit_counter::LIMIT_COUNTER,
         &limit_counter::LIMIT_COUNTER_NEAR,
+        &mutex::Mutex,
         &vm::Vm(alloc::Alloc),
         &vm::Vm(alloc_fault_modify::AllocFaultModify),
         &vm::Vm(local::Local),
