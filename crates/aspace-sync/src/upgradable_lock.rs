@@ -45,7 +45,7 @@
 //! holds back the domain's grace periods, and the real lock spins (then yields) rather than
 //! parks, as this crate's other locks do.
 
-use crate::sync::{spin, AtomicBool, Ordering};
+use crate::sync::{spin, AtomicBool, AtomicUsize, Ordering};
 use aspace_rcu::{Domain, Reader};
 use crossbeam_utils::Backoff;
 #[cfg(loom)]
@@ -63,10 +63,19 @@ struct Group {
     /// The thesis' `use-thread-safe-futexes`: set once, by the join that upgrades, before its
     /// grace period; read inside every critical section's read section.
     thread_safe: AtomicBool,
-    /// The thesis' `upgrade-and-wait-futex`, guarding the member count.
-    members: Mutex<usize>,
+    /// The thesis' `upgrade-and-wait-futex`, guarding the member count and whether the upgrade's
+    /// grace period has *completed* (the flag alone says only that it began: a `synchronize()`
+    /// that panics, e.g. the debug check of a join inside a read section, leaves it set).
+    members: Mutex<JoinState>,
     /// The domain whose read sections enclose the critical sections.
     domain: Domain,
+}
+
+/// [`Group::members`]: the member count and whether an upgrade's grace period has ended.
+#[derive(Debug, Default)]
+struct JoinState {
+    members: usize,
+    upgraded: bool,
 }
 
 /// A set of [`UpgradableLock`]s that upgrade together: light while the group has one
@@ -88,7 +97,7 @@ impl LockGroup {
         LockGroup {
             group: Arc::new(Group {
                 thread_safe: AtomicBool::new(false),
-                members: Mutex::new(0),
+                members: Mutex::new(JoinState::default()),
                 domain: Domain::new(),
             }),
         }
@@ -108,20 +117,22 @@ impl LockGroup {
             .members
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *members += 1;
-        // Relaxed: the join mutex orders every access to the flag by joiners; readers are
-        // ordered by the grace period below.
-        if *members >= 2 && !self.group.thread_safe.load(Ordering::Relaxed) {
+        // Counted only once the upgrade (if any) completed: a panic below leaves no phantom.
+        let count = members.members + 1;
+        if count >= 2 && !members.upgraded {
             // Release: with the grace period, publishes the switch to every later read
-            // section (RCU-ASSIGN); pairs with the Acquire load in `UpgradableLock::lock`.
+            // section (RCU-ASSIGN). Stored again by a join after a panicked one (idempotent).
             self.group.thread_safe.store(true, Ordering::Release);
             self.group.domain.synchronize();
+            members.upgraded = true;
         }
+        members.members = count;
         drop(members);
         Member::new(self, reader)
     }
 
-    /// Whether the group's locks have been upgraded to thread-safe mode.
+    /// Whether the group's upgrade has begun (critical sections that start now take the real
+    /// lock; light ones may still be running until the upgrading join returns).
     pub fn is_thread_safe(&self) -> bool {
         // Acquire: as in `UpgradableLock::lock`.
         self.group.thread_safe.load(Ordering::Acquire)
@@ -129,11 +140,11 @@ impl LockGroup {
 
     /// The number of members now.
     pub fn members(&self) -> usize {
-        *self
-            .group
+        self.group
             .members
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .members
     }
 }
 
@@ -164,9 +175,14 @@ impl Drop for Member {
             .members
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *members -= 1;
+        members.members -= 1;
     }
 }
+
+/// [`UpgradableLock::locked`]: free, held in the light mode, held by compare-and-swap.
+const FREE: usize = 0;
+const LIGHT: usize = 1;
+const HELD: usize = 2;
 
 /// A mutex of a [`LockGroup`], light while the group has one member (module doc).
 #[derive(Debug)]
@@ -174,7 +190,7 @@ pub struct UpgradableLock<T> {
     group: Arc<Group>,
     /// Held or not: in the light mode written with plain stores by the one member's thread, in
     /// thread-safe mode taken by compare-and-swap.
-    locked: AtomicBool,
+    locked: AtomicUsize,
     value: UnsafeCell<T>,
 }
 
@@ -190,7 +206,7 @@ impl<T> UpgradableLock<T> {
     pub fn new(group: &LockGroup, value: T) -> UpgradableLock<T> {
         UpgradableLock {
             group: group.group.clone(),
-            locked: AtomicBool::new(false),
+            locked: AtomicUsize::new(FREE),
             value: UnsafeCell::new(value),
         }
     }
@@ -207,17 +223,25 @@ impl<T> UpgradableLock<T> {
             "UpgradableLock::lock: the member belongs to another group"
         );
         let section = member.reader.read();
-        // Acquire: pairs with the Release store of the upgrading join (inside the read
-        // section, so the grace period decides which value this section may act on).
+        // Acquire: pairs with the Release store of the upgrading join. What makes the value
+        // safe to act on is the grace period, not this pairing: the load is inside the read
+        // section, so a section that read "light" ends before the upgrading join returns.
         let thread_safe = self.group.thread_safe.load(Ordering::Acquire);
         if thread_safe {
             let backoff = Backoff::new();
             // Acquire: pairs with the Release store of the previous holder's unlock.
-            while self
-                .locked
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
+            while let Err(current) =
+                self.locked
+                    .compare_exchange_weak(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             {
+                // Only a section older than the upgrade's grace period holds the word in the
+                // light mode: the sole pre-upgrade member's, i.e. this thread re-entering while
+                // the upgrade waits for it (or a leaked light guard). Spinning would deadlock.
+                assert!(
+                    current != LIGHT,
+                    "UpgradableLock::lock: the lock is already held by this thread (light mode, \
+                     relocked during the upgrade) or by a leaked guard"
+                );
                 spin(&backoff);
             }
         } else {
@@ -225,10 +249,10 @@ impl<T> UpgradableLock<T> {
             // the grace period of the upgrade orders these accesses before every thread-safe
             // one.
             assert!(
-                !self.locked.load(Ordering::Relaxed),
+                self.locked.load(Ordering::Relaxed) == FREE,
                 "UpgradableLock::lock: the lock is already held by this thread"
             );
-            self.locked.store(true, Ordering::Relaxed);
+            self.locked.store(LIGHT, Ordering::Relaxed);
         }
         UpgradableGuard {
             lock: self,
@@ -286,13 +310,14 @@ impl<T> Drop for UpgradableGuard<'_, T> {
         if self.thread_safe {
             // Release: the critical section's writes happen before the next holder's Acquire
             // compare-and-swap in `lock`.
-            self.lock.locked.store(false, Ordering::Release);
+            self.lock.locked.store(FREE, Ordering::Release);
         } else {
             // Relaxed: the light mode's plain store (see `lock`).
-            self.lock.locked.store(false, Ordering::Relaxed);
+            self.lock.locked.store(FREE, Ordering::Relaxed);
         }
         // The read section (`_section`) ends after this body: the unlock is inside it, so the
-        // upgrade's grace period also waits for the light unlock's store.
+        // upgrade's grace period also waits for the light unlock's store, and no thread-safe
+        // locker after the upgrade finds the word `LIGHT` (which `lock` refuses with a panic).
     }
 }
 

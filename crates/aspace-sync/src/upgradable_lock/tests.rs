@@ -118,3 +118,105 @@ proptest! {
         run(threads, 3000, &joins);
     }
 }
+/// Regression (review finding 1, UB through the safe API in debug builds, fixed): before the fix `join` stores `thread_safe = true`
+/// *before* `synchronize()`, and `synchronize()` panics in debug builds when the joiner is inside
+/// a read section of the group's domain (the documented misuse "join while holding a guard").
+/// Caught with `catch_unwind`, the half-done upgrade stays: the flag is set, the member count
+/// keeps the phantom member (2), and the grace period never ran. Every later `join` sees the flag
+/// already set and returns at once, without waiting for the light-mode critical section that is
+/// still running. A member from that join, on another thread, then takes the real lock after the
+/// light section's *Relaxed* unlock store: nothing orders the light section's writes before the
+/// thread-safe section's accesses (a data race on `T`; UPGRADE-ALL-FUTEXES-AND-WAIT's postcondition
+/// is broken). The test checks the postcondition: a join that returns while a light-mode guard
+/// lives is the bug (Miri showed the data race itself on the review branch `review-upgradable`).
+/// The fix: `upgraded` under the join mutex, set only after the grace period; the count
+/// stored only then (the test runs in builds with debug assertions, e.g. CI's `ci` profile).
+#[test]
+#[cfg(debug_assertions)]
+fn a_join_after_a_panicked_upgrade_still_waits_for_light_sections() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let group = LockGroup::new();
+    let lock = UpgradableLock::new(&group, 0u64);
+    let a = group.join();
+    let mut light = lock.lock(&a);
+    assert!(!light.is_thread_safe());
+    // The misuse the doc names; debug builds panic inside synchronize(), after the flag store.
+    let panicked = catch_unwind(AssertUnwindSafe(|| group.join()));
+    assert!(
+        panicked.is_err(),
+        "join inside a read section must panic in debug builds"
+    );
+    assert!(
+        group.is_thread_safe(),
+        "the flag stayed set by the panicked join"
+    );
+    assert_eq!(
+        group.members(),
+        1,
+        "the panicked join left no phantom member"
+    );
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        let (group, lock) = (&group, &lock);
+        s.spawn(move || {
+            let m = group.join();
+            tx.send(()).unwrap();
+            let mut g = lock.lock(&m);
+            assert!(g.is_thread_safe());
+            // Reads what the light section wrote with no happens-before edge (Relaxed unlock).
+            *g += 1;
+        });
+        let returned = rx.recv_timeout(Duration::from_millis(500)).is_ok();
+        *light += 1; // still inside the light-mode critical section
+        drop(light); // Relaxed store of `false`: the other thread's CAS reads it
+        assert!(
+            !returned,
+            "join() returned while a light-mode critical section was still running: no grace \
+             period separates it from the thread-safe sections that follow"
+        );
+    });
+}
+
+/// Regression (review finding 2, liveness, fixed): before the fix the light mode's re-entrance check turns
+/// into a self-deadlock of the whole group when the re-entrant `lock` runs *during* an upgrade.
+/// Thread A holds a light guard of `lock`; thread B's `join` sets the flag and waits (holding
+/// the join mutex) for A's read section; A locks `lock` again, now sees the flag, takes the
+/// thread-safe path and spins on the word its own light guard set. A waits for itself, B waits
+/// for A, and every later `join` or `members()` waits for B: no panic ("already held by this
+/// thread", as the doc promises for the light mode), a hang. Before the flag flips the same
+/// re-lock panics; after the upgrade completes it cannot happen (the first guard would be
+/// thread-safe). The test fails when the re-lock neither panics nor returns within 2 s.
+#[test]
+fn relocking_during_an_upgrade_panics_rather_than_deadlocking_the_group() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let group = LockGroup::new();
+    let lock = Arc::new(UpgradableLock::new(&group, 0u8));
+    let (tx, rx) = mpsc::channel();
+    let (g, l) = (group.clone(), lock.clone());
+    // Detached on purpose: in the buggy outcome both threads stay stuck until the process exits.
+    std::thread::spawn(move || {
+        let a = g.join();
+        let first = l.lock(&a);
+        assert!(!first.is_thread_safe());
+        let g2 = g.clone();
+        std::thread::spawn(move || drop(g2.join())); // blocks in synchronize() for `first`
+        while !g.is_thread_safe() {
+            std::thread::yield_now();
+        }
+        let relock = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(l.lock(&a));
+        }));
+        let _ = tx.send(relock.is_err());
+        drop(first);
+    });
+    match rx.recv_timeout(Duration::from_secs(2)) {
+        Ok(panicked) => assert!(panicked, "the re-lock returned: two guards of one lock"),
+        Err(_) => panic!(
+            "the re-entrant lock during the upgrade hung (the joiner waits for it, it waits for \
+             itself); group.members() would hang too"
+        ),
+    }
+}
