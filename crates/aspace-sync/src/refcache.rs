@@ -90,7 +90,7 @@
 //! # Cores and teardown
 //! A [`Core`] is a handle on one per-core slot (`index % cores`; handles of one slot share it
 //! under its lock), used by one thread at a time. Handles check what they are given: a `Ref` or
-//! `Weak` of another `Refcache` panics. The domain (caches, queues, epochs) lives while any
+//! `Weak` of another `Refcache` is refused with [`ForeignHandle`]. The domain (caches, queues, epochs) lives while any
 //! `Refcache` handle, `Core` or object lives; when the last handle and core are gone, every
 //! queued object whose count is zero is freed at once (no core remains to hold a cached delta,
 //! so the global count is the true count), and later objects are freed as their last `Ref`
@@ -357,6 +357,12 @@ pub struct Core {
 
 // SAFETY: a core's state lives in its slot, behind the slot's lock; the handle may move.
 unsafe impl Send for Core {}
+
+/// A handle refused: a [`Ref`] or [`Weak`] of another `Refcache` passed to a [`Core`] (its
+/// counts, epochs and reviews belong to its own domain).
+#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
+#[error("a {0} of another Refcache was passed to this Core")]
+pub struct ForeignHandle(pub &'static str);
 
 /// A snapshot of a domain's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1111,11 +1117,12 @@ impl Core {
     }
 
     /// Refuses an object of another domain (its counts and reviews belong to that one).
-    fn check(&self, h: &Header) {
-        assert!(
-            h.domain == self.inner,
-            "a Ref of another Refcache passed to this Core"
-        );
+    fn check(&self, h: &Header) -> Result<(), ForeignHandle> {
+        if h.domain == self.inner {
+            Ok(())
+        } else {
+            Err(ForeignHandle("Ref"))
+        }
     }
 
     /// A new object holding `value`, with one reference (global count 1). Its `Drop` runs,
@@ -1162,42 +1169,43 @@ impl Core {
 
     /// Fig. 2's `inc`: another reference to `r`'s object, counted in this core's cache.
     ///
-    /// # Panics
-    /// When `r` belongs to another `Refcache`.
-    pub fn get<T>(&self, r: &Ref<T>) -> Ref<T> {
+    /// # Errors
+    /// [`ForeignHandle`] when `r` belongs to another `Refcache` (nothing is counted).
+    pub fn get<T>(&self, r: &Ref<T>) -> Result<Ref<T>, ForeignHandle> {
         let h = r.header();
-        self.check(h);
+        self.check(h)?;
         let obj = NonNull::from(h);
         self.op(|inner, st| inner.update_locked(st, obj, 1));
-        Ref {
+        Ok(Ref {
             ptr: r.ptr,
             _owns: PhantomData,
-        }
+        })
     }
 
     /// Fig. 2's `dec`: gives `r` back, counted in this core's cache.
     ///
-    /// # Panics
-    /// When `r` belongs to another `Refcache`.
-    pub fn put<T>(&self, r: Ref<T>) {
+    /// # Errors
+    /// [`ForeignHandle`] when `r` belongs to another `Refcache`; `r` is then given back through
+    /// its own domain's global count (as if dropped), so nothing leaks.
+    pub fn put<T>(&self, r: Ref<T>) -> Result<(), ForeignHandle> {
         let h = r.header();
-        self.check(h);
+        self.check(h)?;
         let obj = NonNull::from(h);
         std::mem::forget(r);
         self.op(|inner, st| inner.update_locked(st, obj, -1));
+        Ok(())
     }
 
     /// Fig. 2's `tryget`: a reference to `w`'s object if it is not freed (reviving it if its
     /// count is zero: its dying bit is cleared, so the pending review keeps it); `None` once it
     /// is freed.
     ///
-    /// # Panics
-    /// When `w` belongs to another `Refcache`.
-    pub fn tryget<T>(&self, w: &Weak<T>) -> Option<Ref<T>> {
-        assert!(
-            w.domain == self.inner,
-            "a Weak of another Refcache passed to this Core"
-        );
+    /// # Errors
+    /// [`ForeignHandle`] when `w` belongs to another `Refcache` (nothing is revived).
+    pub fn tryget<T>(&self, w: &Weak<T>) -> Result<Option<Ref<T>>, ForeignHandle> {
+        if w.domain != self.inner {
+            return Err(ForeignHandle("Weak"));
+        }
         // SAFETY: the cell lives while its `Weak` does.
         let word = unsafe { &w.cell.as_ref().word };
         let mut got = None;
@@ -1227,10 +1235,10 @@ impl Core {
                 return;
             }
         });
-        got.map(|obj| Ref {
+        Ok(got.map(|obj| Ref {
             ptr: obj.cast(),
             _owns: PhantomData,
-        })
+        }))
     }
 
     /// Flushes this core's cache now (counting it for the current epoch), then reviews its
@@ -1455,12 +1463,12 @@ mod tests {
         let core = rc.core(0);
         let (p, dropped) = probe();
         let r = core.alloc(p);
-        let r2 = core.get(&r);
-        core.put(r);
+        let r2 = core.get(&r).unwrap();
+        core.put(r).unwrap();
         core.synchronize();
         core.synchronize();
         assert_eq!(dropped.load(SeqCst), 0, "a reference is held");
-        core.put(r2);
+        core.put(r2).unwrap();
         // Flushed at the next epoch (tag e), reviewed at e + 2.
         for _ in 0..4 {
             core.synchronize();
@@ -1481,14 +1489,14 @@ mod tests {
         );
         let core = rc.core(0);
         let r = core.alloc(7u32);
-        let refs: Vec<_> = (0..10).map(|_| core.get(&r)).collect();
+        let refs: Vec<_> = (0..10).map(|_| core.get(&r).unwrap()).collect();
         assert_eq!(r.header().state.lock_with(|os| os.refcnt), 1, "cached");
         for x in refs {
-            core.put(x);
+            core.put(x).unwrap();
         }
         assert_eq!(r.header().state.lock_with(|os| os.refcnt), 1);
         assert_eq!(*r, 7);
-        core.put(r);
+        core.put(r).unwrap();
     }
 
     #[test]
@@ -1503,12 +1511,12 @@ mod tests {
         let core = rc.core(0);
         let a = core.alloc(1u8);
         let b = core.alloc(2u8);
-        let a2 = core.get(&a);
-        let b2 = core.get(&b); // evicts a's +1
+        let a2 = core.get(&a).unwrap();
+        let b2 = core.get(&b).unwrap(); // evicts a's +1
         assert_eq!(a.header().state.lock_with(|os| os.refcnt), 2);
         assert_eq!(b.header().state.lock_with(|os| os.refcnt), 1);
         for r in [a, a2, b, b2] {
-            core.put(r);
+            core.put(r).unwrap();
         }
     }
 
@@ -1526,10 +1534,10 @@ mod tests {
         let core = rc.core(0);
         let (p, dropped) = probe();
         let r = core.alloc(p);
-        let held = core.get(&r); // cached +1
-        core.put(r); // cached 0
-                     // Make the global count reach zero while a reference exists: evict -1 directly.
-        let raw = Ref::into_raw(core.get(&held));
+        let held = core.get(&r).unwrap(); // cached +1
+        core.put(r).unwrap(); // cached 0
+                              // Make the global count reach zero while a reference exists: evict -1 directly.
+        let raw = Ref::into_raw(core.get(&held).unwrap());
         rc.inner().slots[0]
             .state
             .lock_with(|st| rc.inner().flush_locked(0, st)); // global 2
@@ -1563,7 +1571,7 @@ mod tests {
             "one weak reference per object"
         );
         assert!(w.refers_to(&r));
-        core.put(r);
+        core.put(r).unwrap();
         // Flush only (no review): zero, queued, dying.
         rc.inner().slots[0]
             .state
@@ -1571,20 +1579,20 @@ mod tests {
         // SAFETY: the cell lives while its `Weak` does.
         let word = |w: &Weak<Probe>| unsafe { w.cell.as_ref() }.word.load(SeqCst);
         assert_eq!(word(&w) & DYING, DYING);
-        let revived = core.tryget(&w).expect("not freed yet");
+        let revived = core.tryget(&w).unwrap().expect("not freed yet");
         assert_eq!(word(&w) & DYING, 0, "revived: no longer dying");
         for _ in 0..6 {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 0, "revived");
         assert!(!w.is_freed());
-        core.put(revived);
+        core.put(revived).unwrap();
         for _ in 0..6 {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 1);
         assert!(w.is_freed());
-        assert!(core.tryget(&w).is_none());
+        assert!(core.tryget(&w).unwrap().is_none());
     }
 
     #[test]
@@ -1596,7 +1604,7 @@ mod tests {
         drop(Ref::downgrade(&r).unwrap());
         let w = Ref::downgrade(&r).expect("the first weak is gone");
         drop(w);
-        core.put(r);
+        core.put(r).unwrap();
         for _ in 0..4 {
             core.synchronize();
         }
@@ -1604,26 +1612,24 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "another Refcache")]
-    fn a_core_refuses_a_ref_of_another_refcache() {
+    fn a_core_refuses_handles_of_another_refcache() {
         let a = eager(1, 4);
         let b = eager(1, 4);
         let ca = a.core(0);
         let cb = b.core(0);
-        let r = ca.alloc(1u8);
-        let _ = cb.get(&r);
-    }
-
-    #[test]
-    #[should_panic(expected = "another Refcache")]
-    fn a_core_refuses_a_weak_of_another_refcache() {
-        let a = eager(1, 4);
-        let b = eager(1, 4);
-        let ca = a.core(0);
-        let cb = b.core(0);
-        let r = ca.alloc(1u8);
+        let (p, dropped) = probe();
+        let r = ca.alloc(p);
         let w = Ref::downgrade(&r).unwrap();
-        let _ = cb.tryget(&w);
+        assert_eq!(cb.get(&r).err(), Some(ForeignHandle("Ref")));
+        assert_eq!(cb.tryget(&w).err(), Some(ForeignHandle("Weak")));
+        assert!(Ref::belongs_to(&r, &a) && !Ref::belongs_to(&r, &b));
+        // Refused, but given back through its own domain: freed there in time.
+        assert_eq!(cb.put(r), Err(ForeignHandle("Ref")));
+        for _ in 0..4 {
+            ca.synchronize();
+        }
+        assert_eq!(dropped.load(SeqCst), 1);
+        assert!(w.is_freed());
     }
 
     #[test]
@@ -1634,15 +1640,15 @@ mod tests {
         let (p, dropped) = probe();
         let r = busy.alloc(p);
         // The idle core holds a cached reference and never maintains.
-        let held = idle.get(&r);
-        busy.put(r);
+        let held = idle.get(&r).unwrap();
+        busy.put(r).unwrap();
         let start = rc.epoch();
         for _ in 0..10 {
             busy.flush();
         }
         assert!(rc.epoch() >= start + 5, "helpers flushed the idle core");
         assert_eq!(dropped.load(SeqCst), 0, "its cached reference counts");
-        idle.put(held);
+        idle.put(held).unwrap();
         for _ in 0..10 {
             busy.flush();
         }
@@ -1657,7 +1663,7 @@ mod tests {
         let b = rc.core(1);
         let (p, dropped) = probe();
         let r = b.alloc(p);
-        b.put(r);
+        b.put(r).unwrap();
         drop(b); // flushes: zero, queued, handed to the orphan queue
         for _ in 0..4 {
             a.synchronize();
@@ -1675,9 +1681,9 @@ mod tests {
         let a = core.alloc(p1);
         let b = core.alloc(p2);
         let w = Ref::downgrade(&b).unwrap();
-        core.put(a);
-        let b2 = core.get(&b);
-        core.put(b);
+        core.put(a).unwrap();
+        let b2 = core.get(&b).unwrap();
+        core.put(b).unwrap();
         drop(core);
         drop(rc);
         assert_eq!(d1.load(SeqCst), 1, "a queued zero is freed at teardown");
@@ -1709,14 +1715,14 @@ mod tests {
         let core = rc.core(0);
         let (p, dropped) = probe();
         let r = core.alloc(p);
-        let raw = Ref::into_raw(core.get(&r));
-        core.put(r);
+        let raw = Ref::into_raw(core.get(&r).unwrap());
+        core.put(r).unwrap();
         for _ in 0..4 {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 0);
         // SAFETY: from the `into_raw` above, taken back once.
-        core.put(unsafe { Ref::from_raw(raw) });
+        core.put(unsafe { Ref::from_raw(raw) }).unwrap();
         for _ in 0..4 {
             core.synchronize();
         }
