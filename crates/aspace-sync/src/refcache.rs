@@ -65,8 +65,12 @@
 //!    increment: the increment is flushed between `r` and `v` and the object is not freed (3).
 //!
 //! The object's lock protects its count, its queue flags and its weak back-reference; the slot
-//! lock protects the slot's cache, queue and epoch. Lock order: slot, then orphan queue, then
-//! object or epoch lock; no path holds two slots or two objects.
+//! lock protects the slot's cache, queue and epoch. Lock order: slot, then object, epoch or
+//! orphan-queue lock (each alone); no path holds two slots or two objects.
+//!
+//! Queues without a slot (a detached slot's queue, zeroes reached by a `Ref` dropped without a
+//! core) go to a shared *orphan queue*; every counted flush of any slot adopts its items into
+//! that slot's queue (in tag order), so they are reviewed by flushes like every other item.
 //!
 //! # Using it
 //! - **Objects** are allocated by [`Core::alloc`] (global count 1: the returned [`Ref`]). A
@@ -325,6 +329,8 @@ struct Inner {
     epoch: CachePadded<AtomicU64>,
     epochs: CachePadded<SpinMutex<EpochState>>,
     orphans: CachePadded<SpinMutex<Orphans>>,
+    /// Items on the orphan queue (a hint read without its lock; written under it).
+    orphans_pending: AtomicUsize,
     /// `Refcache` handles plus `Core`s.
     handles: AtomicUsize,
     /// When the current epoch began (ns since `start`; a hint for helpers).
@@ -460,6 +466,7 @@ impl Inner {
                 orphaned: false,
                 live: 0,
             })),
+            orphans_pending: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
             epoch_began: AtomicU64::new(0),
             freed: AtomicU64::new(0),
@@ -571,7 +578,10 @@ impl Inner {
             }
             let items: Vec<Item> = st.review.drain(..).collect();
             if !items.is_empty() {
-                self.orphans.lock_with(|o| o.queue.extend(items));
+                self.orphans.lock_with(|o| {
+                    o.queue.extend(items);
+                    self.orphans_pending.store(o.queue.len(), Relaxed);
+                });
             }
             self.epochs.lock_with(|es| {
                 let slot = &mut es.slots[s];
@@ -665,18 +675,12 @@ impl Inner {
     fn review_locked(&self, _s: usize, st: &mut SlotState) -> Vec<NonNull<Header>> {
         let e = self.epoch();
         let mut frees = Vec::new();
-        if st.review.front().is_none_or(|it| e < it.tag + 2) {
-            // Tags never decrease along a slot's queue (each is `local + 1` at its push, and
-            // `local` only grows): nothing is due.
-            return frees;
-        }
-        let items = std::mem::take(&mut st.review);
-        for item in items {
-            if e < item.tag + 2 {
-                st.review.push_back(item);
-            } else {
-                self.review_item(st, item.obj, &mut frees);
-            }
+        // The queue is sorted by tag (pushes are `local + 1`, which only grows, and adopted
+        // orphans are inserted in order): the due items are a prefix. Re-queued items get tag
+        // `local + 1 > e - 2`, so they are not due again in this pass.
+        while st.review.front().is_some_and(|it| e >= it.tag + 2) {
+            let item = st.review.pop_front().expect("a front item");
+            self.review_item(st, item.obj, &mut frees);
         }
         frees
     }
@@ -727,6 +731,7 @@ impl Inner {
         let e = self.epoch();
         if force || (st.local < e && self.elapsed(st.last_flush, self.config.epoch_period)) {
             self.flush_locked(s, st);
+            self.adopt_orphans_locked(st);
             if st.local < e {
                 self.mark_flushed(s, st, e);
             }
@@ -734,21 +739,23 @@ impl Inner {
         self.review_locked(s, st)
     }
 
-    /// The orphan queue's due items, reviewed under slot `s`'s lock (re-queued items join
-    /// `s`'s queue).
-    fn review_orphans_locked(&self, st: &mut SlotState, frees: &mut Vec<NonNull<Header>>) {
-        let e = self.epoch();
-        let due = self.orphans.try_lock_with(|o| {
-            if o.queue.is_empty() {
-                return Vec::new();
-            }
-            let (due, keep): (Vec<Item>, Vec<Item>) =
-                o.queue.drain(..).partition(|it| e >= it.tag + 2);
-            o.queue = keep;
-            due
+    /// Moves the orphan queue's items (of detached slots and of `Ref`s dropped without a core)
+    /// into slot `st`'s queue, in tag order. Every counted flush adopts them, so an orphan
+    /// waits at most one epoch for a slot whose flushes review it.
+    ///
+    /// # Preconditions
+    /// The caller holds the slot's lock (`st`).
+    fn adopt_orphans_locked(&self, st: &mut SlotState) {
+        if self.orphans_pending.load(Relaxed) == 0 {
+            return;
+        }
+        let items = self.orphans.lock_with(|o| {
+            self.orphans_pending.store(0, Relaxed);
+            std::mem::take(&mut o.queue)
         });
-        for item in due.unwrap_or_default() {
-            self.review_item(st, item.obj, frees);
+        for item in items {
+            let at = st.review.partition_point(|it| it.tag <= item.tag);
+            st.review.insert(at, item);
         }
     }
 
@@ -788,8 +795,7 @@ impl Inner {
     /// review, take the orphans' due items, and help lagging slots once the epoch is overdue.
     fn maintain(&self, s: usize, force: bool) {
         let (frees, caught_up) = self.slots[s].state.lock_with(|st| {
-            let mut frees = self.maintain_locked(s, st, force);
-            self.review_orphans_locked(st, &mut frees);
+            let frees = self.maintain_locked(s, st, force);
             (frees, st.local >= self.epoch())
         });
         Frees {
@@ -824,11 +830,12 @@ impl Inner {
         }
         // SAFETY: the domain lives while its object does (this one is queued, not freed).
         let inner = unsafe { this.as_ref() };
+        // The epoch under the epoch lock: this zero happens-before the next advance.
+        let tag = inner.epochs.lock_with(|_| inner.epoch.load(Relaxed));
         let orphaned = inner.orphans.lock_with(|o| {
             if !o.orphaned {
-                // The epoch under the epoch lock: this zero happens-before the next advance.
-                let tag = inner.epochs.lock_with(|_| inner.epoch.load(Relaxed));
                 o.queue.push(Item { obj, tag });
+                inner.orphans_pending.store(o.queue.len(), Relaxed);
             }
             o.orphaned
         });
@@ -885,6 +892,7 @@ impl Inner {
             o.orphaned = true;
             let live: i64 = inner.slots.iter().map(|s| s.live.load(Relaxed)).sum();
             o.live += live + 1;
+            inner.orphans_pending.store(0, Relaxed);
             std::mem::take(&mut o.queue)
         });
         let mut items = items;
