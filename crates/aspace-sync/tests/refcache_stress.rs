@@ -170,7 +170,7 @@ fn no_object_is_freed_while_referenced_and_zeroes_are_freed_within_the_bound() {
         for t in 0..THREADS {
             let (rc, slots, stats) = (&rc, &slots, &stats);
             s.spawn(move || {
-                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1) * 0x1234_5678);
+                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1234_5678));
                 let mut core = rc.core(t);
                 let mut held: Vec<Held> = Vec::new();
                 let mut n = 0u64;
