@@ -499,6 +499,7 @@ impl Inner {
         self.epoch.load(Acquire)
     }
 
+    #[inline]
     fn hash(&self, obj: *const Header) -> usize {
         // Fibonacci hashing of the address: the product's top bits index the cache.
         let bits = self.config.cache_entries.trailing_zeros();
@@ -629,10 +630,25 @@ impl Inner {
     /// # Preconditions
     /// As `evict_locked`; the caller owns the reference being counted (or, for `tryget`, has
     /// just won the weak word).
+    #[inline]
     fn update_locked(&self, st: &mut SlotState, obj: NonNull<Header>, delta: i64) {
         let i = self.hash(obj.as_ptr());
         let e = st.cache[i];
         if !std::ptr::eq(e.obj, obj.as_ptr()) {
+            self.replace_entry_locked(st, i, obj, delta);
+        } else {
+            st.cache[i].delta += delta;
+        }
+    }
+
+    /// `update_locked`'s collision path: evicts entry `i` and gives it to `obj`.
+    ///
+    /// # Preconditions
+    /// As `update_locked`.
+    #[cold]
+    fn replace_entry_locked(&self, st: &mut SlotState, i: usize, obj: NonNull<Header>, delta: i64) {
+        let e = st.cache[i];
+        {
             if e.delta != 0 {
                 // SAFETY: a non-zero cached delta is a count: the entry's object is live.
                 let victim = unsafe { NonNull::new_unchecked(e.obj as *mut Header) };
@@ -642,8 +658,6 @@ impl Inner {
                 obj: obj.as_ptr(),
                 delta,
             };
-        } else {
-            st.cache[i].delta += delta;
         }
     }
 
@@ -1158,6 +1172,7 @@ impl Core {
     }
 
     /// Runs one cache operation under the slot lock, then the maintenance check if due.
+    #[inline]
     fn op(&self, f: impl FnOnce(&Inner, &mut SlotState)) {
         let inner = self.inner();
         let due = inner.slots[self.slot].state.lock_with(|st| {
