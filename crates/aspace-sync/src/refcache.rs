@@ -100,7 +100,11 @@
 //! so the global count is the true count), and later objects are freed as their last `Ref`
 //! drops.
 //!
-//! Not for: counts that must reach zero promptly (frees lag by two to three epochs), objects
+//! A value's `Drop` that panics propagates out of the call that ran the review (`get`, `put`,
+//! `flush`...); the other frees of that batch still run, and Refcache's state stays consistent
+//! (the object was taken off every queue before its value was dropped).
+//!
+//! Not for: counts that must reach zero promptly (frees lag by three to eight epochs), objects
 //! shared by several `Refcache`s, or several weak references to one object (there is one
 //! back-reference; a second [`Ref::downgrade`] returns `None` while the first lives).
 
@@ -1272,8 +1276,10 @@ impl Core {
 
     /// Drives one whole epoch: flushes this core and, on their behalf, every active slot that
     /// has not flushed for it (waiting for their locks), so that the global epoch advances at
-    /// least once; then reviews. Three calls free every object whose true count was zero
-    /// before the first (two, if no other core queued it).
+    /// least once; then reviews. An object is freed at most 8 epochs after its last reference
+    /// went (the bound `tests/refcache_stress.rs` asserts: its last delta is flushed within an
+    /// epoch, it is reviewed two to three epochs after its last zero, and a dirty zero is
+    /// re-queued once more), so 8 calls free every object unreferenced before the first.
     pub fn synchronize(&self) {
         let inner = self.inner();
         let start = inner.epoch();
