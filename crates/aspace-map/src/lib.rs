@@ -41,6 +41,7 @@
 
 pub mod bonsai;
 pub mod btree;
+pub mod cht;
 pub mod contract;
 mod fault;
 mod free_gaps;
@@ -50,5 +51,6 @@ mod validate;
 
 pub use bonsai::BonsaiMap;
 pub use btree::BTreeIntervalMap;
+pub use cht::{Cht, ChtConfig};
 pub use contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
 pub use skiplist::{ArenaAllocError, ArenaLayout, SkipListMap, SkipLocked};
