@@ -149,7 +149,9 @@ where
     pub fn with_config(domain: Domain, mut config: ChtConfig, hasher: S) -> Self {
         config.max_order = config.max_order.min(30);
         config.min_order = config.min_order.min(config.max_order);
-        config.initial_order = config.initial_order.clamp(config.min_order, config.max_order);
+        config.initial_order = config
+            .initial_order
+            .clamp(config.min_order, config.max_order);
         config.max_load = config.max_load.max(1);
         Cht {
             shared: Arc::new(Shared {
@@ -203,8 +205,12 @@ where
     ///
     /// # Panics
     /// If `guard` is not a read section of this table's domain.
-    pub fn for_each_equal<'g, Q>(&self, key: &Q, guard: &'g Guard<'_>, mut f: impl FnMut(&'g K, &'g V))
-    where
+    pub fn for_each_equal<'g, Q>(
+        &self,
+        key: &Q,
+        guard: &'g Guard<'_>,
+        mut f: impl FnMut(&'g K, &'g V),
+    ) where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
@@ -421,7 +427,11 @@ where
             let mut live = 0;
             let mut last: Option<(usize, u64)> = None;
             self.shared.raw.for_each_node(g, |i, n, deleted| {
-                assert_eq!(node::bucket(n.hash, order), i, "an item in the wrong bucket");
+                assert_eq!(
+                    node::bucket(n.hash, order),
+                    i,
+                    "an item in the wrong bucket"
+                );
                 assert_eq!(n.hash, self.hash(&n.key), "a stale memoized hash");
                 assert_eq!(
                     n.next.load(crate::sync::Ordering::Acquire) & (link::MARKS & !link::DELETED),

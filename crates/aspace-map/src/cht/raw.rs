@@ -229,14 +229,15 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
                     // A head's JOIN_FOLLOWS is a pending join in a shrink target (kept by the
                     // unlink); anywhere else JOIN_FOLLOWS in `pv` makes `c` the join node.
                     let pending = std::ptr::eq(prev, head) && t.shrink_target;
-                    let pinned = cn & JOIN != 0
-                        || pv & DELETED != 0
-                        || (pv & JOIN_FOLLOWS != 0 && !pending);
+                    let pinned =
+                        cn & JOIN != 0 || pv & DELETED != 0 || (pv & JOIN_FOLLOWS != 0 && !pending);
                     if !pinned {
                         // Unlink `c`: its successor takes its place, with `prev`'s JOIN (a
                         // join node stays one) and `c`'s JOIN_FOLLOWS (the split point moves
                         // back to `prev`).
-                        let nv = word(ptr::<K, V>(cn)) | (pv & (JOIN | JOIN_FOLLOWS)) | (cn & JOIN_FOLLOWS);
+                        let nv = word(ptr::<K, V>(cn))
+                            | (pv & (JOIN | JOIN_FOLLOWS))
+                            | (cn & JOIN_FOLLOWS);
                         // AcqRel: Release publishes the shorter list; Acquire orders our walk on.
                         match prev.compare_exchange(pv, nv, Ordering::AcqRel, Ordering::Acquire) {
                             Ok(_) => {
@@ -529,7 +530,12 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
                         continue 'again;
                     }
                     if prev
-                        .compare_exchange(pv, pv | JOIN_FOLLOWS, Ordering::AcqRel, Ordering::Acquire)
+                        .compare_exchange(
+                            pv,
+                            pv | JOIN_FOLLOWS,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
                         .is_err()
                     {
                         continue 'again;
@@ -543,12 +549,8 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
             // SAFETY: F is linked behind the JOIN_FOLLOWS link, which pins it.
             set_join(unsafe { &*f });
             // (c) the upper half's head points to F.
-            let _ = nt.heads[d].compare_exchange(
-                INVALID,
-                word(f),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            let _ =
+                nt.heads[d].compare_exchange(INVALID, word(f), Ordering::AcqRel, Ordering::Acquire);
             return;
         }
     }
@@ -742,7 +744,7 @@ impl<K, V> Drop for RawCht<K, V> {
     fn drop(&mut self) {
         // No resize is in progress (the resizer holds the facade's Arc) and no reader holds a
         // guard (we are dropped by the last owner): free every node still linked, then the array.
-        let t = *self.table.get_mut();
+        let t = self.table.load(Ordering::Acquire);
         // SAFETY: owned; see above.
         let t = unsafe { Box::from_raw(t) };
         debug_assert!(t.next.load(Ordering::Relaxed).is_null());

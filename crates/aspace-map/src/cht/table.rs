@@ -22,7 +22,9 @@ impl Table {
         Box::new(Table {
             order,
             shrink_target,
-            heads: (0..1usize << order).map(|_| AtomicUsize::new(init)).collect(),
+            heads: (0..1usize << order)
+                .map(|_| AtomicUsize::new(init))
+                .collect(),
             next: AtomicPtr::new(std::ptr::null_mut()),
         })
     }
