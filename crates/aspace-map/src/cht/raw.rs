@@ -748,14 +748,32 @@ impl<K, V> Drop for RawCht<K, V> {
         // SAFETY: owned; see above.
         let t = unsafe { Box::from_raw(t) };
         debug_assert!(t.next.load(Ordering::Relaxed).is_null());
+        let mut nodes = Vec::new();
         for head in t.heads.iter() {
             let mut p = ptr::<K, V>(head.load(Ordering::Relaxed));
             while !p.is_null() {
-                // SAFETY: every linked node is owned by the table (unlinked ones went to the
-                // domain); each is in exactly one list when no resize is in progress.
-                let b = unsafe { Box::from_raw(p) };
-                p = ptr(b.next.load(Ordering::Relaxed));
+                nodes.push(p);
+                // SAFETY: linked, not freed yet (we free after collecting).
+                p = ptr(unsafe { (*p).next.load(Ordering::Relaxed) });
             }
+        }
+        /// Frees the nodes not freed yet, also when a key's or value's drop panics (then the
+        /// rest are still freed, as `Vec`'s drop does).
+        struct FreeAll<K, V>(std::vec::IntoIter<*mut Node<K, V>>);
+        impl<K, V> Drop for FreeAll<K, V> {
+            fn drop(&mut self) {
+                for p in self.0.by_ref() {
+                    // SAFETY: every linked node is owned by the table (unlinked ones went to
+                    // the domain), in exactly one list when no resize is in progress, and
+                    // taken from the iterator once.
+                    drop(unsafe { Box::from_raw(p) });
+                }
+            }
+        }
+        let mut rest = FreeAll(nodes.into_iter());
+        while let Some(p) = rest.0.next() {
+            // SAFETY: as in `FreeAll::drop` (which frees the rest if this drop panics).
+            drop(unsafe { Box::from_raw(p) });
         }
     }
 }
