@@ -119,7 +119,9 @@ struct Shared<K, V, S> {
     hasher: S,
     pool: ReaderPool<Local>,
     count: AtomicIsize,
-    resizing: AtomicBool,
+    /// Set while a resizer runs; its own `Arc` so that the background resizer clears it after
+    /// dropping its handle of the table (then `wait_for_resize` means no thread holds one).
+    resizing: Arc<AtomicBool>,
     config: ChtConfig,
 }
 
@@ -159,7 +161,7 @@ where
                 hasher,
                 pool: ReaderPool::new(domain),
                 count: AtomicIsize::new(0),
-                resizing: AtomicBool::new(false),
+                resizing: Arc::new(AtomicBool::new(false)),
                 config,
             }),
         }
@@ -342,8 +344,11 @@ where
                 break;
             }
         }
+        let flag = Arc::clone(&self.shared.resizing);
+        drop(reader);
+        drop(self);
         // Release: pairs with the Acquire of the next claim.
-        self.shared.resizing.store(false, Ordering::Release);
+        flag.store(false, Ordering::Release);
     }
 
     /// Doubles the number of buckets now, on this thread (waits for a running resize).
