@@ -96,33 +96,42 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
         self.read_head_resizing(t, w, h)
     }
 
-    /// `read_head` of a frozen or moved head: follow the array it moves to.
+    /// `read_head` of a frozen or moved head: follow the array it moves to (and the one after
+    /// it, if a reader was held up through a whole resize and the start of the next).
     #[cold]
-    fn read_head_resizing(&self, t: &Table, w: usize, h: u64) -> usize {
-        // Acquire: pairs with the Release store in `begin`, which happened before the freeze
-        // whose word we read with Acquire.
-        // SAFETY: a frozen head exists only while `t.next` is set, and `t.next` is freed after
-        // `t` (see `finish`); our caller's guard protects `t`.
-        let nt = unsafe { &*t.next.load(Ordering::Acquire) };
-        let ni = bucket(h, nt.order);
-        let nw = nt.heads[ni].load(Ordering::Acquire);
-        if nt.shrink_target {
-            // A bucket of the odd half whose join is pending is still the frozen list.
-            let odd = bucket(h, t.order) & 1 == 1;
-            if nw & INVALID != 0 || (odd && nw & JOIN_FOLLOWS != 0) {
-                return w & !MARKS;
+    fn read_head_resizing(&self, mut t: &Table, mut w: usize, h: u64) -> usize {
+        loop {
+            // Acquire: pairs with the Release store in `begin`, which happened before the
+            // freeze whose word we read with Acquire.
+            // SAFETY: a frozen head exists only while `t.next` is set, and `t.next` is freed
+            // after `t` (see `finish`); our caller's guard protects `t`.
+            let nt = unsafe { &*t.next.load(Ordering::Acquire) };
+            let ni = bucket(h, nt.order);
+            let nw = nt.heads[ni].load(Ordering::Acquire);
+            if nw & CONST != 0 {
+                // `nt` is itself being resized (we were held up): follow it on.
+                t = nt;
+                w = nw;
+                continue;
             }
-            return nw;
+            if nt.shrink_target {
+                // A bucket of the odd half whose join is pending is still the frozen list.
+                let odd = bucket(h, t.order) & 1 == 1;
+                if nw & INVALID != 0 || (odd && nw & JOIN_FOLLOWS != 0) {
+                    return w & !MARKS;
+                }
+                return nw;
+            }
+            if nw & INVALID == 0 {
+                return nw;
+            }
+            // Grow: the upper half is not split off yet; its items are behind the lower half's.
+            let sw = nt.heads[ni & !1].load(Ordering::Acquire);
+            if sw & INVALID == 0 {
+                return sw;
+            }
+            return w & !MARKS;
         }
-        if nw & INVALID == 0 {
-            return nw;
-        }
-        // Grow: the upper half is not split off yet; its items are behind the lower half's.
-        let sw = nt.heads[ni & !1].load(Ordering::Acquire);
-        if sw & INVALID == 0 {
-            return sw;
-        }
-        w & !MARKS
     }
 
     /// The first live item with hash `h` whose key satisfies `eq`.
