@@ -264,8 +264,11 @@ impl BuildHasher for FxBuild {
 
 /// `bucket-locks`: a fixed array of buckets, each behind its own lock (thesis `ht/bkt-locks`).
 pub struct BucketLocks {
-    buckets: Box<[parking_lot::Mutex<Vec<(u64, u64)>>]>,
+    buckets: Box<[Bucket]>,
 }
+
+/// One bucket of [`BucketLocks`]: its items behind its lock.
+type Bucket = parking_lot::Mutex<Vec<(u64, u64)>>;
 
 impl BucketLocks {
     /// A table for about `items` items at 4 per bucket (an odd bucket count, hash modulo it).
@@ -278,7 +281,7 @@ impl BucketLocks {
         }
     }
 
-    fn bucket(&self, k: u64) -> &parking_lot::Mutex<Vec<(u64, u64)>> {
+    fn bucket(&self, k: u64) -> &Bucket {
         let h = FxBuild.hash_one(k);
         &self.buckets[(h % self.buckets.len() as u64) as usize]
     }

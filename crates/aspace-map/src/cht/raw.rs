@@ -780,7 +780,7 @@ impl<K, V> Drop for RawCht<K, V> {
             }
         }
         let mut rest = FreeAll(nodes.into_iter());
-        while let Some(p) = rest.0.next() {
+        for p in rest.0.by_ref() {
             // SAFETY: as in `FreeAll::drop` (which frees the rest if this drop panics).
             drop(unsafe { Box::from_raw(p) });
         }
