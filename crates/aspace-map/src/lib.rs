@@ -15,6 +15,11 @@
 //!   range they change (so updates of disjoint ranges run in parallel), optional per-core
 //!   arenas; it also implements [`IntervalLocking`].
 //!
+//!
+//! Beside them, not an interval map: [`Cht`] (`cht.rs`), the resizable concurrent hash table of
+//! the RCU-for-HelenOS thesis (§5.1.2): lock-free lookups under an RCU guard, lock-free inserts
+//! and removes, resizes by a background thread that updaters help.
+//!
 //! Locking and RCU contract of this crate, in one place:
 //! - `query`/`visit` of RCU maps (bonsai, skiplist) run under the caller's `aspace_rcu::Guard`
 //!   and take no lock; references they return are valid for the guard's lifetime. Every map
@@ -35,12 +40,19 @@
 //! - Nodes unlinked by an update are freed after a grace period of the map's domain (bonsai:
 //!   one batch per update; skiplist: batched per reader slot, `skiplist/retire.rs`).
 //!
+//! - `Cht`: `get`/`for_each_equal` run under the caller's guard (checked like the maps');
+//!   `insert`/`insert_unique`/`remove` take no lock (CASes inside a pooled read section; they
+//!   help a resize step their bucket waits on); the resizer waits for grace periods outside any
+//!   read section; unlinked nodes are freed one `defer_free` each; `Hash`/`Eq` run with no lock
+//!   held and before any change (`tests/panic_safety_cht.rs`).
+//!
 //! What this crate is not for: page tables, frames or region semantics (that is `aspace-vm`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod bonsai;
 pub mod btree;
+pub mod cht;
 pub mod contract;
 mod fault;
 mod free_gaps;
@@ -50,5 +62,6 @@ mod validate;
 
 pub use bonsai::BonsaiMap;
 pub use btree::BTreeIntervalMap;
+pub use cht::{Cht, ChtConfig};
 pub use contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
 pub use skiplist::{ArenaAllocError, ArenaLayout, SkipListMap, SkipLocked};

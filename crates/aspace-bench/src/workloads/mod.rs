@@ -9,6 +9,7 @@
 pub mod alloc;
 pub mod alloc_fault_modify;
 pub mod arena;
+pub mod cht;
 pub mod ds_alloc;
 pub mod ds_map;
 pub mod ds_query;
@@ -45,6 +46,10 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &limit_counter::LIMIT_COUNTER_NEAR,
         &mutex::Mutex,
         &refcount::Refcount,
+        &cht::CHT,
+        &cht::CHT_UPDATE10,
+        &cht::CHT_READ_HEAVY,
+        &cht::CHT_RESIZE,
         &vm::Vm(alloc::Alloc),
         &vm::Vm(alloc_fault_modify::AllocFaultModify),
         &vm::Vm(local::Local),
