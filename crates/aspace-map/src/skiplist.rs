@@ -96,7 +96,7 @@ mod link;
 mod lock;
 mod node;
 mod raw;
-mod readers;
+pub(crate) mod readers;
 mod retire;
 mod swap;
 mod traverse;

@@ -1,0 +1,271 @@
+//! One range operation on the raw tree: lock the dynamic interval, make the new records,
+//! publish, release, reclaim.
+//!
+//! # The dynamic interval
+//! RadixVM locks exactly the pages an operation changes. Here an operation on `range` also
+//! changes the intervals that overlap it and reach past it (their remainders get new records
+//! with the interval's new bounds, `node.rs`), so it locks `W`: `range` widened to the whole
+//! intervals it overlaps (SOSP'25 §3.1 calls it the *dynamic interval*; the skiplist locks the
+//! same nodes). `W` is found optimistically: read lock-free the records at `range`'s first and
+//! last page, lock `W` left to right, then read them again under the lock (they are stable now:
+//! an interval changes only under the locks of all its pages). If `W` moved, release and lock the
+//! new `W` (never lock to the left of a held slot: that could deadlock).
+//!
+//! Every operation holds its slots only inside [`Op`]: dropping an `Op` (normal end, an error,
+//! or a panic in a value's `Clone`) releases every slot it still holds unchanged, hands its
+//! never-published records and everything it unlinked to the domain, and tries to remove the
+//! nodes it left empty (`reclaim.rs`).
+
+use super::node::{untag, Node, Record};
+use super::reclaim::{reclaim, retire, Garbage};
+use super::tree::{Held, RawRadix};
+use crate::contract::{MapError, PAGE_SIZE};
+use crate::fault::AllocBudget;
+use aspace_rcu::Domain;
+
+/// One operation in progress (see the module doc).
+pub(crate) struct Op<'t, V: Send + 'static> {
+    raw: &'t RawRadix<V>,
+    domain: &'t Domain,
+    budget: Option<&'t AllocBudget>,
+    /// Slots held, sorted, contiguous.
+    pub(crate) held: Vec<Held>,
+    /// Nodes that may have been left empty (made by an expansion, or a slot of theirs freed).
+    candidates: Vec<*const Node>,
+    /// Records made and not published (freed through the domain if the operation stops).
+    unpublished: Vec<*mut Record<V>>,
+    pub(crate) garbage: Garbage<V>,
+}
+
+/// What an operation published, for the map's counters and hints.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Published {
+    /// Intervals added.
+    pub(crate) added: usize,
+    /// Intervals removed (replaced or trimmed).
+    pub(crate) removed: usize,
+    /// Whether some page became free.
+    pub(crate) freed: bool,
+}
+
+impl<'t, V: Send + 'static> Op<'t, V> {
+    pub(crate) fn new(
+        raw: &'t RawRadix<V>,
+        domain: &'t Domain,
+        budget: Option<&'t AllocBudget>,
+    ) -> Self {
+        Self {
+            raw,
+            domain,
+            budget,
+            held: Vec::new(),
+            candidates: Vec::new(),
+            unpublished: Vec::new(),
+            garbage: Garbage::default(),
+        }
+    }
+
+    /// Releases every held slot unchanged.
+    pub(crate) fn release_all(&mut self) {
+        for h in self.held.drain(..) {
+            // SAFETY: held by this operation.
+            unsafe { h.release() };
+            self.candidates.push(h.node);
+        }
+    }
+
+    /// Removes the empty nodes among the candidates (see `reclaim.rs`) into the garbage.
+    ///
+    /// # Safety
+    /// Inside a read section of the domain (the candidates are alive).
+    pub(crate) unsafe fn reclaim_now(&mut self) {
+        // SAFETY: forwarded; held slots make their nodes fail the removal (locked).
+        unsafe { reclaim(&mut self.candidates, &mut self.garbage.nodes) };
+    }
+
+    /// The record of the held slot covering `page` (0 if free).
+    fn word_at(&self, page: u64) -> usize {
+        let i = self.held.partition_point(|h| h.end() <= page);
+        untag(self.held[i].word)
+    }
+
+    /// Locks the dynamic interval of `[lo, hi)` pages (see the module doc) and returns it.
+    /// On error the caller drops the `Op`, which releases what is held.
+    ///
+    /// # Safety
+    /// Inside a read section; this operation holds nothing yet.
+    pub(crate) unsafe fn lock_dynamic(&mut self, lo: u64, hi: u64) -> Result<(u64, u64), MapError> {
+        debug_assert!(self.held.is_empty());
+        let bounds = |r: Option<&Record<V>>| r.map(|r| r.pages());
+        // The first guess, lock-free.
+        // SAFETY: inside a read section.
+        let (mut wl, mut wh) = unsafe {
+            (
+                bounds(self.raw.find(lo)).map_or(lo, |b| b.0.min(lo)),
+                bounds(self.raw.find(hi - 1)).map_or(hi, |b| b.1.max(hi)),
+            )
+        };
+        loop {
+            // SAFETY: forwarded; nothing held.
+            unsafe { self.raw.lock_range(wl, wh, &mut self.held) };
+            let mut created = Vec::new();
+            // SAFETY: the slots are ours.
+            let r = unsafe {
+                self.raw
+                    .refine(&mut self.held, wl, wh, &[wl, wh], self.budget, &mut created)
+            };
+            self.candidates.extend(created);
+            r?;
+            let rec = |w: usize| {
+                // SAFETY: a held slot's record is stable and alive.
+                (w != 0).then(|| unsafe { (*(w as *const Record<V>)).pages() })
+            };
+            let nl = rec(self.word_at(lo)).map_or(lo, |b| b.0.min(lo));
+            let nh = rec(self.word_at(hi - 1)).map_or(hi, |b| b.1.max(hi));
+            if (nl, nh) == (wl, wh) {
+                return Ok((wl, wh));
+            }
+            self.release_all();
+            (wl, wh) = (nl, nh);
+        }
+    }
+
+    /// Replaces the contents of the held dynamic interval `w` of `[lo, hi)` pages: the parts of
+    /// `w` outside `[lo, hi)` keep their intervals' values (cloned into remainder records), and
+    /// `[lo, hi)` gets exactly `new` (sorted, disjoint, inside it; page bounds). Publishes and
+    /// releases everything held.
+    ///
+    /// # Safety
+    /// Inside a read section; `w` is held by this operation (from [`lock_dynamic`] or a held
+    /// lock).
+    pub(crate) unsafe fn replace(
+        &mut self,
+        w: (u64, u64),
+        lo: u64,
+        hi: u64,
+        new: Vec<(u64, u64, V)>,
+    ) -> Result<Published, MapError>
+    where
+        V: Clone,
+    {
+        let (wl, wh) = w;
+        // The old records, in order (each is a contiguous run of held slots).
+        let mut old: Vec<*const Record<V>> = Vec::new();
+        for h in &self.held {
+            let r = untag(h.word) as *const Record<V>;
+            if !r.is_null() && old.last() != Some(&r) {
+                old.push(r);
+            }
+        }
+        // The new records: the remainders (clones: the caller's code, may panic; we hold
+        // slots, which `Drop` releases) and the new intervals.
+        let mut pieces: Vec<(u64, u64, V)> = Vec::with_capacity(new.len() + 2);
+        if wl < lo {
+            let w = self.word_at(wl);
+            // SAFETY: a held record, alive and stable.
+            let v = unsafe { (*(w as *const Record<V>)).value.clone() };
+            pieces.push((wl, lo, v));
+        }
+        let mut right = None;
+        if wh > hi {
+            let w = self.word_at(hi);
+            // SAFETY: as above.
+            right = Some((hi, wh, unsafe { (*(w as *const Record<V>)).value.clone() }));
+        }
+        pieces.extend(new);
+        pieces.extend(right);
+        let mut cuts = Vec::with_capacity(2 * pieces.len() + 2);
+        cuts.extend([wl, wh]);
+        let mut records: Vec<*const Record<V>> = Vec::with_capacity(pieces.len());
+        for (s, e, v) in pieces {
+            cuts.extend([s, e]);
+            let r = Record::try_alloc(s * PAGE_SIZE, e * PAGE_SIZE, v, self.budget)?;
+            self.unpublished.push(r);
+            records.push(r);
+        }
+        let mut created = Vec::new();
+        // SAFETY: the slots are ours.
+        let r = unsafe {
+            self.raw
+                .refine(&mut self.held, wl, wh, &cuts, self.budget, &mut created)
+        };
+        self.candidates.extend(created);
+        r?;
+        let new_word = |h: &Held| {
+            let i = records.partition_point(|&r| {
+                // SAFETY: our unpublished records are alive.
+                (unsafe { (*r).end }) <= h.start * PAGE_SIZE
+            });
+            match records.get(i) {
+                // SAFETY: as above.
+                Some(&r) if unsafe { (*r).start } <= h.start * PAGE_SIZE => r as usize,
+                _ => 0,
+            }
+        };
+        // SAFETY: the slots are ours; the records are initialised and unpublished.
+        let desc = unsafe {
+            self.raw
+                .publish(&self.held, &new_word, &old, &records, self.budget)
+        }?;
+        // Published: the held slots are released with their new words.
+        let mut freed = false;
+        for h in self.held.drain(..) {
+            let nw = new_word(&h);
+            if nw == 0 && untag(h.word) != 0 {
+                freed = true;
+                self.candidates.push(h.node);
+            }
+        }
+        self.unpublished.clear();
+        let published = Published {
+            added: records.len(),
+            removed: old.len(),
+            freed,
+        };
+        self.garbage
+            .records
+            .extend(old.into_iter().map(|r| r as *mut Record<V>));
+        self.garbage.descs.extend(desc);
+        Ok(published)
+    }
+
+    /// Whether every held slot is free.
+    pub(crate) fn all_free(&self) -> bool {
+        self.held.iter().all(|h| untag(h.word) == 0)
+    }
+
+    /// Locks `[lo, hi)` pages exactly (an alloc's claim: expected free; no widening).
+    ///
+    /// # Safety
+    /// Inside a read section; nothing held.
+    pub(crate) unsafe fn lock_exact(&mut self, lo: u64, hi: u64) -> Result<(), MapError> {
+        // SAFETY: forwarded.
+        unsafe { self.raw.lock_range(lo, hi, &mut self.held) };
+        let mut created = Vec::new();
+        // SAFETY: the slots are ours.
+        let r = unsafe {
+            self.raw
+                .refine(&mut self.held, lo, hi, &[lo, hi], self.budget, &mut created)
+        };
+        self.candidates.extend(created);
+        r
+    }
+
+    /// Takes the held slots out (a held lock keeps them across read sections).
+    pub(crate) fn take_held(&mut self) -> Vec<Held> {
+        std::mem::take(&mut self.held)
+    }
+}
+
+impl<V: Send + 'static> Drop for Op<'_, V> {
+    fn drop(&mut self) {
+        self.release_all();
+        self.garbage
+            .records
+            .extend(self.unpublished.drain(..));
+        // SAFETY: an `Op` lives inside a read section of `domain` (every constructor's caller
+        // is), and holds nothing now.
+        unsafe { self.reclaim_now() };
+        retire(self.domain, std::mem::take(&mut self.garbage));
+    }
+}
