@@ -9,6 +9,10 @@
 //!   and the limit enforced exactly. Its benchmark baselines [`AtomicCounter`] (one shared
 //!   atomic) and [`PercpuCounter`] (Linux `percpu_counter` style, not exact) implement the same
 //!   [`Counter`] trait (`counter.rs`).
+//! - [`Refcache`] (`refcache.rs`): RadixVM's scalable lazy reference counts (EuroSys'13 §3.1):
+//!   per-core delta caches, epochs, review queues, dirty zeroes, and [`Weak`] references with
+//!   `tryget`; the counts of the radix tree's nodes and of shared frames. Its locks are the
+//!   small spin mutex of `spin_mutex.rs`.
 //!
 //! Cores are indexes the caller passes (its handle index); with more cores than per-core slots,
 //! cores share a slot by group (`core % slots`).
@@ -26,7 +30,9 @@ mod counter;
 mod hybrid_lock;
 mod limit_counter;
 mod percpu_counter;
+mod refcache;
 mod rwlock;
+mod spin_mutex;
 mod sync;
 
 pub use atomic_counter::AtomicCounter;
@@ -37,3 +43,4 @@ pub use hybrid_lock::{
 };
 pub use limit_counter::{LimitCounter, BATCH_DIVISOR};
 pub use percpu_counter::PercpuCounter;
+pub use refcache::{Core, Ref, Refcache, RefcacheConfig, RefcacheStats, Weak};
