@@ -88,15 +88,21 @@ use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
+use reclaim::{CoreHandle, Pins, Reclaimer};
 use tree::{Held, RawRadix};
 use update::{Op, Published};
 
-/// Per-slot state of the reader pool (none: everything an operation makes goes to the domain).
+/// Per-slot state of the reader pool: the slot's Refcache core handle (made on first use).
 #[derive(Default)]
-struct Local;
+struct Local {
+    core: Option<CoreHandle>,
+}
 
 impl SlotLocal for Local {
-    fn release(&mut self, _domain: &Domain) {}
+    fn release(&mut self, _domain: &Domain) {
+        // A temporary reader's core leaves Refcache's epochs (flushing its cache).
+        self.core = None;
+    }
 }
 
 /// RadixVM's radix tree as an interval map (see the module doc).
@@ -108,6 +114,9 @@ pub struct RadixMap<V> {
     hints: alloc::Hints,
     /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
     faults: AllocBudget,
+    /// Refcache for the nodes (`radix/reclaim.rs`). Declared last: dropped after the tree gave
+    /// back its counts and the pool's cores are gone, so its teardown frees the objects.
+    reclaimer: Reclaimer,
 }
 
 /// A held range of a [`RadixMap`]: its dynamic interval's slots, released on drop, consumed by
@@ -118,6 +127,8 @@ pub struct RadixLocked<'a, V: Clone + Send + Sync + 'static> {
     /// The dynamic interval held (pages).
     w: (u64, u64),
     held: Vec<Held>,
+    /// Refcache references on the held slots' nodes (they stay linked while held).
+    pins: Pins,
 }
 
 // SAFETY: the held slots are plain words of the map's nodes, released through atomics; the
@@ -143,10 +154,11 @@ impl<V: Clone + Send + Sync + 'static> RadixLocked<'_, V> {
 impl<V: Clone + Send + Sync + 'static> Drop for RadixLocked<'_, V> {
     fn drop(&mut self) {
         for h in self.held.drain(..) {
-            // SAFETY: held by this lock (its nodes are alive: a node with a held slot is never
-            // removed).
+            // SAFETY: held by this lock (its nodes are alive: pinned).
             unsafe { h.release() };
         }
+        // The pins are given back through the objects' global counts (no core here).
+        drop(std::mem::take(&mut self.pins));
     }
 }
 
@@ -156,11 +168,20 @@ impl<V> RadixMap<V> {
     pub fn new(domain: Domain) -> Self {
         Self {
             raw: RawRadix::new(),
+            reclaimer: Reclaimer::new(domain.clone(), SLOTS),
             readers: ReaderPool::new(domain),
             counts: (0..SLOTS).map(|_| CachePadded::new(AtomicIsize::new(0))).collect(),
             hints: alloc::Hints::new(SLOTS),
             faults: AllocBudget::default(),
         }
+    }
+}
+
+impl<V> Drop for RadixMap<V> {
+    fn drop(&mut self) {
+        // Before the tree frees its nodes (and gives back their counts): Refcache's teardown
+        // must not touch them.
+        self.reclaimer.set_dropping();
     }
 }
 
@@ -175,8 +196,44 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
 
     /// Waits until everything removed before the call is freed (`Domain::barrier`). Must not
     /// be called inside a read section of the map's domain or while holding a [`RadixLocked`].
+    /// Nodes left empty are freed by Refcache two to three epochs after they empty (see
+    /// [`RadixMap::collect`]).
     pub fn barrier(&self) {
         self.readers.domain().barrier();
+    }
+
+    /// Drives Refcache epochs until every node that is empty and unused now is removed (and the
+    /// ancestors those removals empty), then waits for their memory to be freed: a test and
+    /// diagnostics hook (operations drive epochs themselves, every 10 ms). Same hazards as
+    /// [`barrier`](Self::barrier).
+    #[doc(hidden)]
+    pub fn collect(&self) {
+        let core = self.reclaimer.core(0);
+        // Three epochs free a node that is empty now; each level above may need three more.
+        self.reclaimer.collect(&core, 3 * geom::LEVELS);
+        drop(core);
+        self.barrier();
+    }
+
+    /// The number of nodes linked in the tree, the root included (quiescent only).
+    #[doc(hidden)]
+    pub fn node_count(&self) -> usize {
+        // SAFETY: quiescent by this method's contract; inside a read section.
+        self.readers.with(|_, _, _| unsafe { self.raw.nodes() })
+    }
+
+    /// Runs `f` with a new operation inside a pooled read section; `f` gets the stripe.
+    fn with_op<R>(&self, f: impl FnOnce(Op<'_, V>, usize) -> R) -> R {
+        self.readers.with(|_, stripe, local| {
+            let core = local.core.get_or_insert_with(|| self.reclaimer.core(stripe));
+            let op = Op::new(
+                &self.raw,
+                self.readers.domain(),
+                self.budget(),
+                self.reclaimer.counter(core),
+            );
+            f(op, stripe)
+        })
     }
 
     /// Checks every structural invariant (no lock or descriptor left, `used` counts and back
@@ -217,15 +274,15 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
     fn update(
         &self,
         iv: Interval,
-        locked: Option<(Vec<Held>, (u64, u64))>,
+        locked: Option<(Vec<Held>, Pins, (u64, u64))>,
         new: Vec<(u64, u64, V)>,
     ) -> Result<(), MapError> {
         let (lo, hi) = (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE);
-        let p = self.readers.with(|_, stripe, _| {
-            let mut op = Op::new(&self.raw, self.readers.domain(), self.budget());
+        let p = self.with_op(|mut op, stripe| {
             let w = match locked {
-                Some((held, w)) => {
+                Some((held, pins, w)) => {
                     op.held = held;
+                    op.pins = pins;
                     w
                 }
                 // SAFETY: inside a read section; nothing held.
@@ -293,7 +350,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
             return Err(MapError::NoSpace { len, within });
         }
         let mut value = Some(value);
-        self.readers.with(|_, stripe, _| {
+        self.readers.with(|_, stripe, local| {
+            let core = local.core.get_or_insert_with(|| self.reclaimer.core(stripe));
             let (seen, hint) = self.hints.read(stripe, within);
             let mut from = (hint / PAGE_SIZE).clamp(lo, hi);
             // The first free page seen by the walks (a lower bound from the hint on).
@@ -312,7 +370,12 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
                     }
                     return Err(MapError::NoSpace { len, within });
                 };
-                let mut op = Op::new(&self.raw, self.readers.domain(), self.budget());
+                let mut op = Op::new(
+                    &self.raw,
+                    self.readers.domain(),
+                    self.budget(),
+                    self.reclaimer.counter(core),
+                );
                 // SAFETY: inside a read section; nothing held.
                 unsafe { op.lock_exact(g, g + n) }?;
                 if !op.all_free() {
@@ -393,16 +456,16 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
     fn lock(&self, range: Range<u64>) -> Result<RadixLocked<'_, V>, MapError> {
         let iv = Interval::try_from(range)?;
         let (lo, hi) = (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE);
-        self.readers.with(|_, _, _| {
-            let mut op = Op::new(&self.raw, self.readers.domain(), self.budget());
+        self.with_op(|mut op, _| {
             // SAFETY: inside a read section; nothing held.
             let w = unsafe { op.lock_dynamic(lo, hi) }?;
-            let held = op.take_held();
+            let (held, pins) = op.take_held();
             Ok(RadixLocked {
                 map: self,
                 range: iv,
                 w,
                 held,
+                pins,
             })
         })
     }
@@ -433,13 +496,14 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
             last_end = iv.end;
         }
         let held = std::mem::take(&mut locked.held);
+        let pins = std::mem::take(&mut locked.pins);
         let w = locked.w;
         drop(locked);
         let new = new_intervals
             .into_iter()
             .map(|(iv, v)| (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE, v))
             .collect();
-        self.update(r, Some((held, w)), new)
+        self.update(r, Some((held, pins, w)), new)
     }
 }
 

@@ -9,7 +9,6 @@
 //! | `record | LOCK?`             | a *value slot*: every page the slot covers maps to `record` (null: free). A value slot above level 0 is a *folded* slot (§3.2: "any node that would consist entirely of identical values is folded into a single value stored in the parent node"). `LOCK`: held by a range operation. |
 //! | `node | NODE`                | an expanded slot: the child node covers the slot's pages. Never locked: lock bits live on value slots only, so every page has exactly one lockable slot at any time (the value slot on its path). |
 //! | `desc | DESC | LOCK`         | a held value slot whose operation is publishing: the page's record is the one `desc` gives (old before its commit, new after). |
-//! | `DEAD`                       | a slot of a node that was removed from the tree: lookups read it as free, lockers restart from the root. |
 //!
 //! Records, nodes and descriptors are at least 8-byte aligned, so the three tag bits are free.
 //!
@@ -40,6 +39,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::ptr;
 
 use super::geom::FANOUT;
+use super::reclaim::NodeRc;
 
 /// Lock bit of a value slot.
 pub(crate) const LOCK: usize = 1;
@@ -49,8 +49,6 @@ pub(crate) const NODE: usize = 2;
 pub(crate) const DESC: usize = 4;
 /// Every tag bit.
 pub(crate) const TAGS: usize = LOCK | NODE | DESC;
-/// A slot of a removed node.
-pub(crate) const DEAD: usize = TAGS;
 
 /// The pointer part of a word.
 #[inline]
@@ -72,10 +70,8 @@ pub(crate) fn is_value(w: usize) -> bool {
 #[repr(C)]
 pub(crate) struct Node {
     pub(crate) slots: [AtomicUsize; FANOUT],
-    /// Number of slots that are not free (a record, a descriptor or a child): maintained by the
-    /// holders of the slots' locks, read to decide when to try removing the node
-    /// (`reclaim.rs`). A hint only: removal re-checks every slot under its lock.
-    pub(crate) used: AtomicUsize,
+    /// The node's Refcache object and weak reference (`reclaim.rs`); none for the root.
+    pub(crate) rc: NodeRc,
     /// The parent node (null for the root).
     pub(crate) parent: *const Node,
     /// This node's slot in the parent.
@@ -87,8 +83,8 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// A node all of whose slots hold `word(i)`; `used` is the number of non-free slots.
-    /// Aborts on memory exhaustion (the root, loom models).
+    /// A node all of whose slots hold `word(i)` (its Refcache identity is set by
+    /// `Counter::born` before publication). Aborts on memory exhaustion (the root, loom models).
     pub(crate) fn alloc(
         parent: *const Node,
         index: usize,
@@ -119,19 +115,14 @@ impl Node {
         if p.is_null() {
             return Err(MapError::OutOfMemory);
         }
-        let mut used = 0;
         // SAFETY: `p` is a fresh allocation of `Node`'s layout; every field is written once
         // before the node is published.
         unsafe {
             let slots = ptr::addr_of_mut!((*p).slots) as *mut AtomicUsize;
             for i in 0..FANOUT {
-                let w = word(i);
-                if untag(w) != 0 || w & NODE != 0 {
-                    used += 1;
-                }
-                slots.add(i).write(AtomicUsize::new(w));
+                slots.add(i).write(AtomicUsize::new(word(i)));
             }
-            ptr::addr_of_mut!((*p).used).write(AtomicUsize::new(used));
+            ptr::addr_of_mut!((*p).rc).write(NodeRc::none());
             ptr::addr_of_mut!((*p).parent).write(parent);
             ptr::addr_of_mut!((*p).index).write(index);
             ptr::addr_of_mut!((*p).level).write(level);
@@ -140,7 +131,7 @@ impl Node {
         Ok(p)
     }
 
-    /// Frees a node (not its children or records).
+    /// Frees a node (not its children or records; its weak reference is dropped).
     ///
     /// # Safety
     /// `p` came from [`Node::alloc`]/[`Node::try_alloc`], is freed once, and is unreachable.
@@ -159,18 +150,6 @@ impl Node {
         // Acquire: pairs with the Release stores that publish a child node, a record or a
         // descriptor into the slot, so that what the word points to is initialised for us.
         self.slots[i].load(Ordering::Acquire)
-    }
-
-    /// Counts one more non-free slot.
-    #[inline]
-    pub(crate) fn add_used(&self, n: isize) {
-        if n > 0 {
-            // Relaxed: a hint (see `used`); removal re-checks every slot under its lock.
-            self.used.fetch_add(n as usize, Ordering::Relaxed);
-        } else if n < 0 {
-            // Relaxed: as above.
-            self.used.fetch_sub((-n) as usize, Ordering::Relaxed);
-        }
     }
 }
 
@@ -308,9 +287,6 @@ impl<V> Desc<V> {
 /// `w` is not a node word.
 #[inline]
 pub(crate) unsafe fn record_of<'a, V>(w: usize, page: u64) -> Option<&'a Record<V>> {
-    if w == DEAD {
-        return None;
-    }
     let p = untag(w);
     if w & DESC != 0 {
         // SAFETY: the caller's contract: the descriptor is alive for 'a.

@@ -1,58 +1,56 @@
-//! Node reclamation: the one place that decides when an empty radix node leaves the tree and
-//! when its memory (and every other piece an operation unlinked) is freed.
+//! Node reclamation through Refcache (RadixVM §3.2): the one place that counts a node's uses,
+//! decides when an empty node leaves the tree, and frees what operations unlink.
 //!
-//! # What RadixVM does, and what this does instead
-//! RadixVM (§3.2) counts the used slots of each node with Refcache, links children through
-//! Refcache *weak references*, and frees a node once its count has stayed zero for two epochs:
-//! Refcache's review clears the parent's weak reference (pointer and "dying" bit, by one CAS) and
-//! frees the node; a traversal that meets a dying child revives it by `tryget`. That avoids a
-//! shared counter per node written by every operation in it, and amortises re-creation (a node
-//! must stay unused for two epochs before it goes).
+//! # Counts (paper §3.2, §3.4)
+//! Every node but the root is a Refcache object ([`NodeObj`], `aspace_sync::Refcache`) whose
+//! count is
+//! - one per *used slot* (a record, or a child pointer): filling a slot takes a reference and
+//!   keeps it as a bare count (`Ref::into_raw`), emptying one gives it back (`Core::put`);
+//! - one per *traversal*: a range operation that descends into a node takes a reference through
+//!   the node's weak reference (`Core::tryget`: "tree traversal does not require locks because
+//!   it increments each node's reference count through a Refcache weak reference") and gives it
+//!   back when it has released its slots ([`Pins`]). An expansion's new node starts with its
+//!   creator's reference.
 //!
-//! Refcache (`aspace_sync::refcache`, issue 20) was not available when this tree was written:
-//! its API had not been committed by the deadline this work had to wait for (11:45 UTC). So
-//! nodes are reclaimed here through `aspace-rcu` instead, as the skiplist and Bonsai maps do:
-//! - each node keeps a plain atomic count of its non-free slots (`Node::used`), updated by the
-//!   operation that changes a slot's emptiness while holding the slot's lock. Operations on
-//!   disjoint ranges under one node (a leaf covers 2 MiB) share that counter's cache line: the
-//!   contention Refcache exists to remove;
-//! - an operation that leaves a node it touched with a zero count tries to remove it at once
-//!   ([`try_remove`]): no epoch delay, so a node that empties and refills at a high rate is
-//!   removed and re-created each time;
-//! - the removed node, and every record and descriptor an operation replaced, is freed after an
-//!   RCU grace period of the map's domain ([`Garbage`], one `defer_drop` per operation that
-//!   unlinked something).
+//! All of them go through the calling core's delta cache: operations on disjoint ranges under one
+//! node do not share a counter's cache line. Lookups, visits and `alloc`'s gap walk take no
+//! reference: they are RCU readers (the contract's `query` returns a reference valid for the
+//! caller's guard), so a node's memory is freed only after a grace period (below).
 //!
-//! Plugging Refcache in later replaces `Node::used` by a Refcache object, the parent's slot by
-//! its weak reference, and [`try_remove`] by Refcache's review callback; lookups stay
-//! RCU-protected (the freed node must still go through a grace period: lock-free readers do not
-//! take references).
+//! # Weak references and death
+//! A parent links to a child by the child pointer in its slot and the child's one Refcache
+//! [`Weak`], kept in the child itself ([`NodeRc`]). When the count has been zero for a whole
+//! Refcache epoch (no used slot, no traversal), Refcache's review clears the weak reference and
+//! frees the object; [`NodeObj`]'s `Drop` then
+//! 1. clears the parent's slot (child pointer to free, one CAS; no one else writes a child
+//!    pointer slot: lock bits live on value slots only);
+//! 2. gives back the parent's count for that slot (the parent stays alive until then: that
+//!    count is one of its uses);
+//! 3. hands the node's memory to the map's RCU domain, so that lookups and lockers still inside
+//!    it finish first.
 //!
-//! # Removal protocol ([`try_remove`])
-//! 1. Try to lock every slot of the node, left to right, expecting each to be free and unlocked
-//!    (one CAS from 0 to `LOCK`). Any other word (a record, a child, a lock held by an
-//!    operation, a descriptor) means the node is in use: unlock what was taken, give up. No
-//!    wait while holding anything, so removal cannot deadlock with range locking; an operation
-//!    that holds a slot of the node finishes, sees the count zero, and tries again itself.
-//! 2. Store 0 into the parent's slot (it was the child pointer; no lock bit lives there): new
-//!    lockers and lookups see a free folded slot.
-//! 3. Store `DEAD` into every slot of the node: a locker that had descended into it before step
-//!    2 and waits on one of its locks restarts from the root; a lookup that reads it answers
-//!    "free", which is linearizable (every page of the node was free and held by the remover
-//!    between steps 1 and 3, and the lookup read the child pointer before step 2).
-//! 4. Count the parent's slot as free; if that leaves the parent empty, try it too.
-//! 5. Hand the node to the grace period.
+//! A range operation that meets a child whose `tryget` fails (freed, step 1 not done yet) waits
+//! for the slot to change and then finds it free; one whose `tryget` revives a dying node (count
+//! zero, not freed yet) keeps using it: Refcache's review then finds the dying bit cleared and
+//! keeps the node. So nodes that empty and refill within an epoch are not freed and re-created
+//! (§3.2: "a node must go unused for at least two Refcache epochs before it is deleted").
+//!
+//! # Under loom
+//! The models check the slot lock protocol, not Refcache (which has its own models in
+//! `aspace-sync`): `--cfg loom` builds a stand-in that counts nothing and frees no node before
+//! the tree is dropped.
+//!
+//! # Records and descriptors
+//! Replaced records and used descriptors are freed after a grace period of the map's domain:
+//! one [`Garbage`] batch per operation (`Domain::defer_drop`).
 
-use super::geom::{FANOUT, LEVELS};
-use super::node::{Desc, Node, Record, DEAD, LOCK};
-use crate::sync::Ordering;
+use super::node::{Desc, Node, Record};
 use aspace_rcu::Domain;
 
-/// What one operation unlinked: freed after a grace period (or at once if never published).
+/// What one operation unlinked: freed after a grace period.
 pub(crate) struct Garbage<V> {
     pub(crate) records: Vec<*mut Record<V>>,
     pub(crate) descs: Vec<*mut Desc<V>>,
-    pub(crate) nodes: Vec<*mut Node>,
 }
 
 // SAFETY: the pointers are owned by the batch alone (unreachable for new readers); dropping it
@@ -64,30 +62,25 @@ impl<V> Default for Garbage<V> {
         Self {
             records: Vec::new(),
             descs: Vec::new(),
-            nodes: Vec::new(),
         }
     }
 }
 
 impl<V> Garbage<V> {
     pub(crate) fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.descs.is_empty() && self.nodes.is_empty()
+        self.records.is_empty() && self.descs.is_empty()
     }
 }
 
 impl<V> Drop for Garbage<V> {
     fn drop(&mut self) {
-        /// Frees the nodes and descriptors even if a value's drop panics.
+        /// Frees the descriptors and the other records even if a value's drop panics.
         struct Rest<'a, V>(&'a mut Garbage<V>);
         impl<V> Drop for Rest<'_, V> {
             fn drop(&mut self) {
                 for d in self.0.descs.drain(..) {
                     // SAFETY: unreachable, owned by this batch, freed once.
                     unsafe { Desc::dealloc(d) };
-                }
-                for n in self.0.nodes.drain(..) {
-                    // SAFETY: as above.
-                    unsafe { Node::dealloc(n) };
                 }
                 while let Some(r) = self.0.records.pop() {
                     // SAFETY: as above.
@@ -110,59 +103,304 @@ pub(crate) fn retire<V: Send + 'static>(domain: &Domain, garbage: Garbage<V>) {
     }
 }
 
-/// Tries to remove every node of `candidates` that is empty, and then their emptied ancestors
-/// (see the module doc); removed nodes go to `nodes`.
-///
-/// # Safety
-/// Inside a read section of the domain the nodes are retired to (or nothing is freed while it
-/// runs); the caller holds no slot lock (the candidates' slots are free to be tried).
-pub(crate) unsafe fn reclaim(candidates: &mut Vec<*const Node>, nodes: &mut Vec<*mut Node>) {
-    while let Some(n) = candidates.pop() {
-        // SAFETY: forwarded; the node was reachable for the caller's read section.
-        if let Some(parent) = unsafe { try_remove(n) } {
-            nodes.push(n as *mut Node);
-            candidates.push(parent);
+/// A node's memory, freed when dropped (after a grace period).
+struct NodeBox(*mut Node);
+
+// SAFETY: an unlinked node, owned by this box alone.
+unsafe impl Send for NodeBox {}
+
+impl Drop for NodeBox {
+    fn drop(&mut self) {
+        // SAFETY: unlinked (its parent slot was cleared) and past a grace period; freed once.
+        unsafe { Node::dealloc(self.0) };
+    }
+}
+
+#[cfg(not(loom))]
+pub(crate) use refcache::*;
+#[cfg(loom)]
+pub(crate) use stand_in::*;
+
+#[cfg(not(loom))]
+mod refcache {
+    use super::super::node::{Node, NODE};
+    use super::NodeBox;
+    use aspace_rcu::Domain;
+    use aspace_sync::{Core, Ref, Refcache, Weak};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// What every node's Refcache object shares with the map.
+    pub(crate) struct Shared {
+        /// Removed nodes' memory goes here.
+        pub(crate) domain: Domain,
+        /// Set when the map is dropped: the tree frees its nodes itself and objects freed by
+        /// Refcache's teardown must not touch it.
+        pub(crate) dropping: AtomicBool,
+    }
+
+    /// A node's Refcache object (see the module doc); its `Drop` removes the node.
+    pub(crate) struct NodeObj {
+        node: *mut Node,
+        shared: Arc<Shared>,
+    }
+
+    // SAFETY: the pointer is only used by `Drop`, which owns the node then (it is empty and
+    // unreferenced); the parent it reaches is kept alive by the count it gives back last.
+    unsafe impl Send for NodeObj {}
+    // SAFETY: as above; `&NodeObj` exposes nothing.
+    unsafe impl Sync for NodeObj {}
+
+    impl Drop for NodeObj {
+        fn drop(&mut self) {
+            // Acquire: pairs with the map's drop; relaxed would do (no concurrent operation
+            // can run while the map drops).
+            if self.shared.dropping.load(Ordering::Acquire) {
+                return;
+            }
+            // SAFETY: the node is still linked (only this drop unlinks it), so alive.
+            let (parent, index) = unsafe { ((*self.node).parent, (*self.node).index) };
+            // SAFETY: the parent is alive: its count includes this child's slot until below.
+            let p = unsafe { &*parent };
+            // Release: orders the node's (empty) state before whoever reuses the slot.
+            let cleared = p.slots[index]
+                .compare_exchange(
+                    self.node as usize | NODE,
+                    0,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok();
+            debug_assert!(cleared, "only a dead child's object clears its parent's slot");
+            if !p.rc.obj.is_null() {
+                // The parent's use for this slot (no core here: the global count).
+                // SAFETY: the slot held one count of the parent, taken by `into_raw`.
+                drop(unsafe { Ref::from_raw(p.rc.obj) });
+            }
+            self.shared.domain.defer_drop(NodeBox(self.node));
+        }
+    }
+
+    /// A node's Refcache identity: its object (as a bare pointer: the counts are held by its
+    /// used slots and traversals, not by the node) and its one weak reference, through which
+    /// traversals reach it.
+    pub(crate) struct NodeRc {
+        pub(crate) obj: *const NodeObj,
+        weak: Option<Weak<NodeObj>>,
+    }
+
+    impl NodeRc {
+        /// The root's (no object: the root is never removed).
+        pub(crate) fn none() -> Self {
+            Self {
+                obj: std::ptr::null(),
+                weak: None,
+            }
+        }
+    }
+
+    /// The traversal references an operation holds: node and reference.
+    pub(crate) type Pins = Vec<(*const Node, Ref<NodeObj>)>;
+
+    /// The counting side of an operation: the calling core's Refcache handle.
+    pub(crate) struct Counter<'a> {
+        pub(crate) core: &'a Core,
+        pub(crate) shared: &'a Arc<Shared>,
+    }
+
+    impl Counter<'_> {
+        /// Takes a traversal reference on `node` unless `pins` has one: `false` if the node was
+        /// freed (its parent's slot is about to be cleared).
+        ///
+        /// # Safety
+        /// `node` was read from a child pointer inside a read section (its memory is alive).
+        pub(crate) unsafe fn pin(&self, node: *const Node, pins: &mut Pins) -> bool {
+            if pins.iter().any(|&(n, _)| n == node) {
+                return true;
+            }
+            // SAFETY: the caller's contract.
+            let w = unsafe { (*node).rc.weak.as_ref() }.expect("a linked node has a weak");
+            match self.core.tryget(w) {
+                Some(r) => {
+                    pins.push((node, r));
+                    true
+                }
+                None => false,
+            }
+        }
+
+        /// Makes `node` (fresh, unpublished, `used` slots used) a Refcache object pinned by the
+        /// caller.
+        ///
+        /// # Safety
+        /// `node` is fresh and unpublished.
+        pub(crate) unsafe fn born(&self, node: *mut Node, used: usize, pins: &mut Pins) {
+            let r = self.core.alloc(NodeObj {
+                node,
+                shared: Arc::clone(self.shared),
+            });
+            let weak = Ref::downgrade(&r).expect("a fresh object has no weak reference");
+            // SAFETY: the caller's contract: ours to write before publication.
+            unsafe {
+                (*node).rc.obj = Ref::as_ptr(&r);
+                (*node).rc.weak = Some(weak);
+            }
+            for _ in 0..used {
+                let _ = Ref::into_raw(self.core.get(&r));
+            }
+            pins.push((node, r));
+        }
+
+        /// `delta` more (or fewer) used slots in `node`.
+        ///
+        /// # Safety
+        /// `node` is pinned by `pins` or is the root; a negative `delta` gives back counts its
+        /// slots held.
+        pub(crate) unsafe fn adjust(&self, node: *const Node, delta: isize, pins: &Pins) {
+            // SAFETY: pinned or the root: alive.
+            let obj = unsafe { (*node).rc.obj };
+            if obj.is_null() || delta == 0 {
+                return;
+            }
+            if delta > 0 {
+                let pin = &pins
+                    .iter()
+                    .find(|&&(n, _)| n == node)
+                    .expect("a node whose slot is filled is pinned")
+                    .1;
+                for _ in 0..delta {
+                    let _ = Ref::into_raw(self.core.get(pin));
+                }
+            } else {
+                for _ in 0..-delta {
+                    // SAFETY: the slot held one count (the caller's contract).
+                    self.core.put(unsafe { Ref::from_raw(obj) });
+                }
+            }
+        }
+
+        /// Gives back every traversal reference.
+        pub(crate) fn unpin_all(&self, pins: &mut Pins) {
+            for (_, r) in pins.drain(..) {
+                self.core.put(r);
+            }
+        }
+    }
+
+    /// Gives back the counts of `node`'s `used` slots (the map is being dropped; the objects
+    /// are then freed by Refcache's teardown, and their `Drop` does nothing).
+    ///
+    /// # Safety
+    /// The map is dropping (`Shared::dropping` set); `node` is not the root and its slots held
+    /// `used` counts.
+    pub(crate) unsafe fn forget(node: &Node, used: usize) {
+        for _ in 0..used {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Ref::from_raw(node.rc.obj) });
+        }
+    }
+
+    /// A map's Refcache domain and what its node objects share.
+    pub(crate) struct Reclaimer {
+        rc: Refcache,
+        shared: Arc<Shared>,
+    }
+
+    /// One core's Refcache handle (kept per pooled reader slot).
+    pub(crate) type CoreHandle = Core;
+
+    impl Reclaimer {
+        /// `cores` per-core slots, the default configuration (10 ms epochs); removed nodes'
+        /// memory goes to `domain`.
+        pub(crate) fn new(domain: Domain, cores: usize) -> Self {
+            Self {
+                rc: Refcache::new(cores),
+                shared: Arc::new(Shared {
+                    domain,
+                    dropping: AtomicBool::new(false),
+                }),
+            }
+        }
+
+        /// A handle on core slot `index`.
+        pub(crate) fn core(&self, index: usize) -> CoreHandle {
+            self.rc.core(index)
+        }
+
+        /// The counting side of an operation running on `core`.
+        pub(crate) fn counter<'a>(&'a self, core: &'a CoreHandle) -> Counter<'a> {
+            Counter {
+                core,
+                shared: &self.shared,
+            }
+        }
+
+        /// Drives Refcache epochs on `core` until every node that is empty and unreferenced
+        /// now has been freed, ancestors emptied by those frees included (a level per three
+        /// epochs): `rounds` synchronizations.
+        pub(crate) fn collect(&self, core: &CoreHandle, rounds: usize) {
+            for _ in 0..rounds {
+                core.synchronize();
+            }
+        }
+
+        /// The map is being dropped: objects freed from now on leave the tree alone.
+        pub(crate) fn set_dropping(&self) {
+            // Release: pairs with `NodeObj::drop`'s Acquire.
+            self.shared.dropping.store(true, Ordering::Release);
         }
     }
 }
 
-/// Removes `node` if it is empty and nobody holds one of its slots; returns its parent (whose
-/// count just dropped) if it did.
-///
-/// # Safety
-/// As [`reclaim`].
-pub(crate) unsafe fn try_remove(node: *const Node) -> Option<*const Node> {
-    // SAFETY: the caller's read section keeps the node alive.
-    let n = unsafe { &*node };
-    if n.parent.is_null() || n.used.load(Ordering::Relaxed) != 0 {
-        return None;
+#[cfg(loom)]
+mod stand_in {
+    //! Counts nothing, frees nothing (see the module doc).
+    use super::super::node::Node;
+
+    pub(crate) struct NodeRc {
+        pub(crate) obj: *const (),
     }
-    debug_assert!(n.level < LEVELS - 1);
-    for i in 0..FANOUT {
-        // Acquire: as a lock; a node whose slot we take is not being used by anyone.
-        if n.slots[i]
-            .compare_exchange(0, LOCK, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            for j in 0..i {
-                // Release: unlock as any holder does.
-                n.slots[j].store(0, Ordering::Release);
+
+    impl NodeRc {
+        pub(crate) fn none() -> Self {
+            Self {
+                obj: std::ptr::null(),
             }
-            return None;
         }
     }
-    // Every slot is free and ours. The node's `used` is exact (a hint is only stale while an
-    // operation holds a slot, and none does).
-    debug_assert_eq!(n.used.load(Ordering::Relaxed), 0);
-    // SAFETY: a linked node's parent is alive (it has a child: not empty).
-    let parent = unsafe { &*n.parent };
-    // Release: pairs with lockers' Acquire loads; nothing is published through it but order.
-    parent.slots[n.index].store(0, Ordering::Release);
-    for i in 0..FANOUT {
-        // Release: a locker waiting on this slot re-reads from the root and finds the parent's
-        // slot free (stored above).
-        n.slots[i].store(DEAD, Ordering::Release);
+
+    pub(crate) type Pins = ();
+
+    pub(crate) struct Counter<'a>(std::marker::PhantomData<&'a ()>);
+
+    pub(crate) type CoreHandle = ();
+
+    /// No Refcache under loom.
+    pub(crate) struct Reclaimer;
+
+    impl Reclaimer {
+        pub(crate) fn new(_domain: aspace_rcu::Domain, _cores: usize) -> Self {
+            Self
+        }
+        pub(crate) fn core(&self, _index: usize) -> CoreHandle {}
+        pub(crate) fn counter<'a>(&'a self, _core: &'a CoreHandle) -> Counter<'a> {
+            Counter::stand_in()
+        }
+        pub(crate) fn collect(&self, _core: &CoreHandle, _rounds: usize) {}
+        pub(crate) fn set_dropping(&self) {}
     }
-    parent.add_used(-1);
-    Some(n.parent)
+
+    impl Counter<'_> {
+        pub(crate) fn stand_in() -> Self {
+            Self(std::marker::PhantomData)
+        }
+        pub(crate) unsafe fn pin(&self, _node: *const Node, _pins: &mut Pins) -> bool {
+            true
+        }
+        pub(crate) unsafe fn born(&self, _node: *mut Node, _used: usize, _pins: &mut Pins) {}
+        pub(crate) unsafe fn adjust(&self, _node: *const Node, _delta: isize, _pins: &Pins) {}
+        pub(crate) fn unpin_all(&self, _pins: &mut Pins) {}
+    }
+
+    pub(crate) unsafe fn forget(_node: &Node, _used: usize) {}
 }

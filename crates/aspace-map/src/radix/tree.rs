@@ -41,11 +41,10 @@
 //! [`RawRadix::publish`]: see `node.rs` (descriptors). A single changed slot is published by its
 //! own store, which is atomic; several by the descriptor's commit.
 
-use super::geom::{index, slot_start, span, FANOUT, LEVELS, ROOT_LEVEL};
-use super::node::{
-    is_value, record_of, untag, Desc, Node, Record, DEAD, DESC, LOCK, NODE,
-};
-use crate::contract::{MapError, PAGE_SIZE};
+use super::geom::{index, slot_start, span, FANOUT, ROOT_LEVEL};
+use super::node::{is_value, record_of, untag, Desc, Node, Record, DESC, LOCK, NODE};
+use super::reclaim::{forget, Counter, Pins};
+use crate::contract::MapError;
 use crate::fault::AllocBudget;
 use crate::sync::{AtomicUsize, Ordering};
 use std::marker::PhantomData;
@@ -107,14 +106,12 @@ impl Held {
     }
 }
 
-/// What [`lock_slot`] found.
+/// What [`RawRadix::lock_slot`] found.
 enum Took {
     /// The slot is now held; its word before (no lock bit).
     Locked(usize),
-    /// The slot points to this child node.
+    /// The slot points to this child node, now pinned (`reclaim.rs`).
     Child(*const Node),
-    /// The slot belongs to a removed node.
-    Dead,
 }
 
 /// The raw tree (see the module doc).
@@ -169,19 +166,18 @@ impl<V> RawRadix<V> {
         loop {
             // SAFETY: reachable nodes are alive (the module's precondition).
             let w = unsafe { (*node).load(index(page, level)) };
-            if w & NODE != 0 && w != DEAD {
+            if w & NODE != 0 {
                 node = untag(w) as *const Node;
                 level -= 1;
                 continue;
             }
-            // SAFETY: as above; a value, descriptor or dead word.
+            // SAFETY: as above; a value or descriptor word.
             return unsafe { record_of(w, page) };
         }
     }
 
     /// Calls `f(slot_start, slot_end, record)` on every value slot overlapping `[from, to)`
-    /// pages, in address order, lock-free (descriptors resolved at the slot's first page, dead
-    /// slots read as free). `f` returns the next page of interest (at least the slot's end to
+    /// pages, in address order, lock-free (descriptors resolved at the slot's first page). `f` returns the next page of interest (at least the slot's end to
     /// go on, `to` or beyond to stop): slots ending at or before it are skipped.
     ///
     /// # Safety
@@ -216,12 +212,12 @@ impl<V> RawRadix<V> {
             }
             // SAFETY: reachable nodes are alive.
             let w = unsafe { (*node).load(i) };
-            if w & NODE != 0 && w != DEAD {
+            if w & NODE != 0 {
                 // SAFETY: forwarded.
                 unsafe { self.walk_node(untag(w) as *const Node, level - 1, s, cursor, to, f) };
             } else {
                 let page = (*cursor).max(s);
-                // SAFETY: a value, descriptor or dead word of a live slot.
+                // SAFETY: a value or descriptor word of a live slot.
                 let rec = unsafe { record_of::<V>(w, page) };
                 let next = f(s, s + sp, rec);
                 *cursor = (*cursor).max(next).max(s + sp);
@@ -239,16 +235,25 @@ impl<V> RawRadix<V> {
     /// appending them to `held` (they may reach past the range; [`refine`](Self::refine)
     /// expands those).
     ///
+    /// Every node it descends into is pinned into `pins` (Refcache traversal references).
+    ///
     /// # Safety
     /// See the module doc. The caller holds no slot at or after `lo`.
-    pub(crate) unsafe fn lock_range(&self, lo: u64, hi: u64, held: &mut Vec<Held>) {
+    pub(crate) unsafe fn lock_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        held: &mut Vec<Held>,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) {
         if self.mutant("right_to_left") {
             // Mutation: right to left, one page at a time (each page's value slot).
             let mut pos = hi;
             while pos > lo {
                 let page = pos - 1;
                 // SAFETY: forwarded.
-                let h = unsafe { self.lock_one(page) };
+                let h = unsafe { self.lock_one(page, counts, pins) };
                 pos = h.start.min(page);
                 held.push(h);
             }
@@ -263,13 +268,13 @@ impl<V> RawRadix<V> {
             loop {
                 // SAFETY: reachable nodes are alive.
                 let slot = unsafe { &(*node).slots[i] };
-                match self.lock_slot(slot) {
+                // SAFETY: inside a read section.
+                match unsafe { self.lock_slot(slot, counts, pins) } {
                     Took::Child(c) => {
                         node = c;
                         level -= 1;
                         i = index(pos, level);
                     }
-                    Took::Dead => continue 'descend,
                     Took::Locked(word) => {
                         let start = slot_start(pos, level);
                         held.push(Held {
@@ -294,44 +299,50 @@ impl<V> RawRadix<V> {
     }
 
     /// Locks the value slot covering `page` (the mutation `RightToLeft` only).
-    unsafe fn lock_one(&self, page: u64) -> Held {
-        'descend: loop {
-            let mut node = self.root as *const Node;
-            let mut level = ROOT_LEVEL;
-            loop {
-                // SAFETY: reachable nodes are alive.
-                let slot = unsafe { &(*node).slots[index(page, level)] };
-                match self.lock_slot(slot) {
-                    Took::Child(c) => {
-                        node = c;
-                        level -= 1;
-                    }
-                    Took::Dead => continue 'descend,
-                    Took::Locked(word) => {
-                        return Held {
-                            slot,
-                            node,
-                            level,
-                            start: slot_start(page, level),
-                            word,
-                        }
+    unsafe fn lock_one(&self, page: u64, counts: &Counter<'_>, pins: &mut Pins) -> Held {
+        let mut node = self.root as *const Node;
+        let mut level = ROOT_LEVEL;
+        loop {
+            // SAFETY: reachable nodes are alive.
+            let slot = unsafe { &(*node).slots[index(page, level)] };
+            // SAFETY: inside a read section.
+            match unsafe { self.lock_slot(slot, counts, pins) } {
+                Took::Child(c) => {
+                    node = c;
+                    level -= 1;
+                }
+                Took::Locked(word) => {
+                    return Held {
+                        slot,
+                        node,
+                        level,
+                        start: slot_start(page, level),
+                        word,
                     }
                 }
             }
         }
     }
 
-    /// Takes one slot's lock bit, waiting for a holder; or reports a child / a dead node.
-    fn lock_slot(&self, slot: &AtomicUsize) -> Took {
+    /// Takes one slot's lock bit, waiting for a holder; or pins and reports a child (waiting,
+    /// when the child was freed by Refcache, until its slot is cleared).
+    ///
+    /// # Safety
+    /// Inside a read section (a child read from the slot stays alive).
+    unsafe fn lock_slot(&self, slot: &AtomicUsize, counts: &Counter<'_>, pins: &mut Pins) -> Took {
         loop {
             // Acquire: a child pointer's node must be initialised for us (pairs with the
             // expansion's Release store).
             let w = slot.load(Ordering::Acquire);
-            if w == DEAD {
-                return Took::Dead;
-            }
             if w & NODE != 0 {
-                return Took::Child(untag(w) as *const Node);
+                let c = untag(w) as *const Node;
+                // SAFETY: read from a live slot inside a read section.
+                if unsafe { counts.pin(c, pins) } {
+                    return Took::Child(c);
+                }
+                // Freed: its object's drop is clearing the slot.
+                spin_wait();
+                continue;
             }
             if w & LOCK != 0 && !self.mutant("ignore_lock") {
                 spin_wait();
@@ -355,13 +366,14 @@ impl<V> RawRadix<V> {
 
     /// Expands held slots so that no held slot has a page of `cuts` strictly inside it, and
     /// releases the parts outside `[lo, hi)` (every held slot must overlap it). `cuts` must
-    /// include `lo` and `hi`. New nodes go to `created`.
+    /// include `lo` and `hi`. New nodes are pinned into `pins`.
     ///
     /// On error (an expansion's node allocation failed) every slot still held, expanded or
     /// not, is in `held`, which the caller releases.
     ///
     /// # Safety
     /// See the module doc; `held` are held by the caller, sorted and contiguous.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn refine(
         &self,
         held: &mut Vec<Held>,
@@ -369,7 +381,8 @@ impl<V> RawRadix<V> {
         hi: u64,
         cuts: &[u64],
         budget: Option<&AllocBudget>,
-        created: &mut Vec<*const Node>,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
     ) -> Result<(), MapError> {
         let cut_inside = |h: &Held| cuts.iter().any(|&c| h.start < c && c < h.end());
         if !held.iter().any(cut_inside) {
@@ -383,9 +396,8 @@ impl<V> RawRadix<V> {
                 continue;
             }
             // SAFETY: `h` is held by us (the caller's contract).
-            match unsafe { self.expand(&h, lo, hi, budget) } {
-                Ok((node, children)) => {
-                    created.push(node);
+            match unsafe { self.expand(&h, lo, hi, budget, counts, pins) } {
+                Ok(children) => {
                     todo.extend(children.into_iter().rev());
                 }
                 Err(e) => {
@@ -399,8 +411,8 @@ impl<V> RawRadix<V> {
     }
 
     /// Expands the held folded slot `h` (level >= 1): a node whose slots all hold `h`'s value,
-    /// locked where they overlap `[lo, hi)`, published into `h`'s slot. Returns the node and
-    /// the held children, in order.
+    /// locked where they overlap `[lo, hi)`, published into `h`'s slot (pinned by its
+    /// creator: Refcache counts its used slots). Returns the held children, in order.
     ///
     /// # Safety
     /// See the module doc; `h` is held by the caller.
@@ -410,7 +422,9 @@ impl<V> RawRadix<V> {
         lo: u64,
         hi: u64,
         budget: Option<&AllocBudget>,
-    ) -> Result<(*const Node, Vec<Held>), MapError> {
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) -> Result<Vec<Held>, MapError> {
         debug_assert!(h.level >= 1 && is_value(h.word) && h.word & LOCK == 0);
         let level = h.level - 1;
         let sp = span(level);
@@ -429,13 +443,12 @@ impl<V> RawRadix<V> {
         // SAFETY: `h.node` is alive (it holds a slot we hold).
         let index_in_parent = ((h.start - unsafe { (*h.node).start }) / span(h.level)) as usize;
         let newly_used = untag(h.word) == 0;
+        let used = if newly_used { 0 } else { FANOUT };
         let node = if self.mutant("publish_early") {
             // Mutation: the child pointer is published before the node's slots are filled.
             let n = Node::try_alloc(h.node, index_in_parent, level, h.start, |_| 0, budget)?;
-            if newly_used {
-                // SAFETY: alive (we hold one of its slots).
-                unsafe { (*h.node).add_used(1) };
-            }
+            // SAFETY: fresh, unpublished.
+            unsafe { counts.born(n, used, pins) };
             // SAFETY: as below.
             unsafe { (*h.slot).store(n as usize | NODE, Ordering::Release) };
             for i in 0..FANOUT {
@@ -445,11 +458,14 @@ impl<V> RawRadix<V> {
             n
         } else {
             let n = Node::try_alloc(h.node, index_in_parent, level, h.start, word, budget)?;
+            // The node's uses (its slots all hold the folded value) and its creator's pin.
+            // SAFETY: fresh, unpublished.
+            unsafe { counts.born(n, used, pins) };
             if newly_used {
-                // A free slot becomes a child pointer: counted while it is still held (see
-                // `publish`).
+                // A free slot becomes a child pointer: one more use of the parent (pinned, or
+                // the root).
                 // SAFETY: alive (we hold one of its slots).
-                unsafe { (*h.node).add_used(1) };
+                unsafe { counts.adjust(h.node, 1, pins) };
             }
             // Release: the node's slots (all written by `try_alloc`) are visible to whoever
             // loads the pointer with Acquire: a lookup never sees a half-built node.
@@ -468,7 +484,7 @@ impl<V> RawRadix<V> {
                 word: h.word,
             })
             .collect();
-        Ok((node, children))
+        Ok(children)
     }
 
     /// Publishes the held range's new contents: `new(h)` is the new value word of each held
@@ -483,6 +499,7 @@ impl<V> RawRadix<V> {
     /// # Safety
     /// See the module doc; `held` are held by the caller; the new records are initialised and
     /// unpublished; `old`/`new` are sorted and cover every changed slot's old and new words.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn publish(
         &self,
         held: &[Held],
@@ -490,6 +507,8 @@ impl<V> RawRadix<V> {
         old: &[*const Record<V>],
         new: &[*const Record<V>],
         budget: Option<&AllocBudget>,
+        counts: &Counter<'_>,
+        pins: &Pins,
     ) -> Result<Option<*mut Desc<V>>, MapError> {
         let changed = held.iter().filter(|h| new_word(h) != h.word).count();
         let mut desc = None;
@@ -518,10 +537,10 @@ impl<V> RawRadix<V> {
         for h in held {
             let nw = new_word(h);
             let delta = (nw != 0) as isize - (untag(h.word) != 0) as isize;
-            // Counted while the slot is still held, so that a remover, which locks every slot
-            // of the node, reads an exact count.
-            // SAFETY: the slot's node is alive (we hold one of its slots).
-            unsafe { (*h.node).add_used(delta) };
+            // The node's uses (Refcache; it is pinned by us, or the root).
+            // SAFETY: the slot's node is alive (we hold one of its slots); an emptied slot
+            // held one count.
+            unsafe { counts.adjust(h.node, delta, pins) };
             // Release: the new record is initialised before it is reachable; and the holder's
             // critical section happens before the next holder's.
             // SAFETY: held by us; this store releases it.
@@ -531,8 +550,9 @@ impl<V> RawRadix<V> {
     }
 
     /// Every structural invariant, quiescent only: no tag left but node pointers, back
-    /// references and `used` counts right, no empty node but the root, every record exactly
-    /// covered by the slots pointing to it. Returns the records in address order.
+    /// references right, every linked node a Refcache object, every record exactly covered by
+    /// the slots pointing to it. Returns the records in address order. (Empty nodes may be
+    /// linked: Refcache frees them two to three epochs after they empty.)
     ///
     /// # Safety
     /// No other thread runs an operation.
@@ -570,14 +590,15 @@ impl<V> RawRadix<V> {
         // SAFETY: quiescent; reachable nodes are alive.
         let n = unsafe { &*node };
         let sp = span(n.level);
-        let mut used = 0;
+        assert!(
+            n.parent.is_null() || !n.rc.obj.is_null() || cfg!(loom),
+            "a linked node without a Refcache object"
+        );
         for i in 0..FANOUT {
             let w = n.slots[i].load(Ordering::Relaxed);
             let s = n.start + i as u64 * sp;
-            assert!(w != DEAD, "a dead slot in the tree");
             assert_eq!(w & (LOCK | DESC), 0, "a lock or descriptor left at rest");
             if w & NODE != 0 {
-                used += 1;
                 assert!(n.level > 0, "a child below a leaf");
                 let c = untag(w) as *const Node;
                 // SAFETY: as above.
@@ -589,38 +610,48 @@ impl<V> RawRadix<V> {
                 // SAFETY: as above.
                 unsafe { self.check_node(c, runs) };
             } else {
-                if w != 0 {
-                    used += 1;
-                }
                 match runs.last_mut() {
                     Some(last) if last.2 == w && last.1 == s => last.1 = s + sp,
                     _ => runs.push((s, s + sp, w)),
                 }
             }
         }
-        assert_eq!(n.used.load(Ordering::Relaxed), used, "used count");
-        assert!(
-            used > 0 || n.parent.is_null(),
-            "an empty node left in the tree (level {}, start {:#x})",
-            n.level,
-            n.start * PAGE_SIZE
-        );
+    }
+
+    /// The number of nodes linked in the tree, the root included (quiescent only).
+    ///
+    /// # Safety
+    /// No other thread runs an operation.
+    pub(crate) unsafe fn nodes(&self) -> usize {
+        fn count(n: *const Node) -> usize {
+            // SAFETY: the caller's contract.
+            let node = unsafe { &*n };
+            1 + (0..FANOUT)
+                .map(|i| node.slots[i].load(Ordering::Relaxed))
+                .filter(|w| w & NODE != 0)
+                .map(|w| count(untag(w) as *const Node))
+                .sum::<usize>()
+        }
+        count(self.root)
     }
 }
 
 impl<V> Drop for RawRadix<V> {
+    /// Frees every record and node still linked. The map has marked its Refcache objects as
+    /// dropping, so the counts given back here free nothing else (`reclaim::forget`).
     fn drop(&mut self) {
-        // Every record is pointed to by a contiguous run of slots: free it at the first.
-        let mut last = 0usize;
-        let mut stack = vec![self.root as *mut Node];
-        let mut order = Vec::new();
         // Depth first, in address order, so that a record's slots are met consecutively.
         fn visit(n: *mut Node, order: &mut Vec<usize>, nodes: &mut Vec<*mut Node>) {
             // SAFETY: the tree is exclusively ours (drop).
             let node = unsafe { &*n };
+            let mut used = 0;
             for i in 0..FANOUT {
                 let w = node.slots[i].load(Ordering::Relaxed);
-                if w & NODE != 0 && w != DEAD {
+                debug_assert_eq!(w & (LOCK | DESC), 0);
+                if w != 0 {
+                    used += 1;
+                }
+                if w & NODE != 0 {
                     let c = untag(w) as *mut Node;
                     nodes.push(c);
                     visit(c, order, nodes);
@@ -628,29 +659,29 @@ impl<V> Drop for RawRadix<V> {
                     order.push(w);
                 }
             }
+            if !node.parent.is_null() {
+                // SAFETY: the map is dropping; the node's used slots held `used` counts.
+                unsafe { forget(node, used) };
+            }
         }
-        let mut nodes = Vec::new();
+        let mut order = Vec::new();
+        let mut nodes = vec![self.root];
         visit(self.root, &mut order, &mut nodes);
-        stack.extend(nodes);
+        // Every record is pointed to by a contiguous run of slots: free it at the first.
+        let mut last = 0usize;
         for w in order {
-            debug_assert!(is_value(w) || w == DEAD);
+            debug_assert!(is_value(w));
             let p = untag(w);
-            if p != 0 && p != last && w != DEAD {
+            if p != 0 && p != last {
                 // SAFETY: each record is freed once (its run of slots is contiguous), nothing
                 // else reaches it.
                 unsafe { Record::dealloc(p as *mut Record<V>) };
             }
-            if p != 0 {
-                last = p;
-            }
+            last = p;
         }
-        for n in stack {
+        for n in nodes {
             // SAFETY: every node is freed once; unreachable now.
             unsafe { Node::dealloc(n) };
         }
     }
 }
-
-/// The number of levels, for documentation tests.
-#[allow(dead_code)]
-pub(crate) const DEPTH: usize = LEVELS;

@@ -12,12 +12,12 @@
 //! new `W` (never lock to the left of a held slot: that could deadlock).
 //!
 //! Every operation holds its slots only inside [`Op`]: dropping an `Op` (normal end, an error,
-//! or a panic in a value's `Clone`) releases every slot it still holds unchanged, hands its
-//! never-published records and everything it unlinked to the domain, and tries to remove the
-//! nodes it left empty (`reclaim.rs`).
+//! or a panic in a value's `Clone`) releases every slot it still holds unchanged, gives back
+//! its traversal references (`reclaim.rs`: a node left empty is then freed by Refcache), and
+//! hands its never-published records and everything it unlinked to the domain.
 
-use super::node::{untag, Node, Record};
-use super::reclaim::{reclaim, retire, Garbage};
+use super::node::{untag, Record};
+use super::reclaim::{retire, Counter, Garbage, Pins};
 use super::tree::{Held, RawRadix};
 use crate::contract::{MapError, PAGE_SIZE};
 use crate::fault::AllocBudget;
@@ -28,10 +28,11 @@ pub(crate) struct Op<'t, V: Send + 'static> {
     raw: &'t RawRadix<V>,
     domain: &'t Domain,
     budget: Option<&'t AllocBudget>,
+    counts: Counter<'t>,
     /// Slots held, sorted, contiguous.
     pub(crate) held: Vec<Held>,
-    /// Nodes that may have been left empty (made by an expansion, or a slot of theirs freed).
-    candidates: Vec<*const Node>,
+    /// Traversal references on the nodes of the held slots (and the paths to them).
+    pub(crate) pins: Pins,
     /// Records made and not published (freed through the domain if the operation stops).
     unpublished: Vec<*mut Record<V>>,
     pub(crate) garbage: Garbage<V>,
@@ -53,13 +54,15 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         raw: &'t RawRadix<V>,
         domain: &'t Domain,
         budget: Option<&'t AllocBudget>,
+        counts: Counter<'t>,
     ) -> Self {
         Self {
             raw,
             domain,
             budget,
+            counts,
             held: Vec::new(),
-            candidates: Vec::new(),
+            pins: Pins::default(),
             unpublished: Vec::new(),
             garbage: Garbage::default(),
         }
@@ -70,17 +73,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         for h in self.held.drain(..) {
             // SAFETY: held by this operation.
             unsafe { h.release() };
-            self.candidates.push(h.node);
         }
-    }
-
-    /// Removes the empty nodes among the candidates (see `reclaim.rs`) into the garbage.
-    ///
-    /// # Safety
-    /// Inside a read section of the domain (the candidates are alive).
-    pub(crate) unsafe fn reclaim_now(&mut self) {
-        // SAFETY: forwarded; held slots make their nodes fail the removal (locked).
-        unsafe { reclaim(&mut self.candidates, &mut self.garbage.nodes) };
     }
 
     /// The record of the held slot covering `page` (0 if free).
@@ -107,15 +100,22 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         };
         loop {
             // SAFETY: forwarded; nothing held.
-            unsafe { self.raw.lock_range(wl, wh, &mut self.held) };
-            let mut created = Vec::new();
-            // SAFETY: the slots are ours.
-            let r = unsafe {
+            unsafe {
                 self.raw
-                    .refine(&mut self.held, wl, wh, &[wl, wh], self.budget, &mut created)
+                    .lock_range(wl, wh, &mut self.held, &self.counts, &mut self.pins)
             };
-            self.candidates.extend(created);
-            r?;
+            // SAFETY: the slots are ours.
+            unsafe {
+                self.raw.refine(
+                    &mut self.held,
+                    wl,
+                    wh,
+                    &[wl, wh],
+                    self.budget,
+                    &self.counts,
+                    &mut self.pins,
+                )
+            }?;
             let rec = |w: usize| {
                 // SAFETY: a held slot's record is stable and alive.
                 (w != 0).then(|| unsafe { (*(w as *const Record<V>)).pages() })
@@ -183,14 +183,18 @@ impl<'t, V: Send + 'static> Op<'t, V> {
             self.unpublished.push(r);
             records.push(r);
         }
-        let mut created = Vec::new();
         // SAFETY: the slots are ours.
-        let r = unsafe {
-            self.raw
-                .refine(&mut self.held, wl, wh, &cuts, self.budget, &mut created)
-        };
-        self.candidates.extend(created);
-        r?;
+        unsafe {
+            self.raw.refine(
+                &mut self.held,
+                wl,
+                wh,
+                &cuts,
+                self.budget,
+                &self.counts,
+                &mut self.pins,
+            )
+        }?;
         let new_word = |h: &Held| {
             let i = records.partition_point(|&r| {
                 // SAFETY: our unpublished records are alive.
@@ -204,18 +208,21 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         };
         // SAFETY: the slots are ours; the records are initialised and unpublished.
         let desc = unsafe {
-            self.raw
-                .publish(&self.held, &new_word, &old, &records, self.budget)
+            self.raw.publish(
+                &self.held,
+                &new_word,
+                &old,
+                &records,
+                self.budget,
+                &self.counts,
+                &self.pins,
+            )
         }?;
         // Published: the held slots are released with their new words.
-        let mut freed = false;
-        for h in self.held.drain(..) {
-            let nw = new_word(&h);
-            if nw == 0 && untag(h.word) != 0 {
-                freed = true;
-                self.candidates.push(h.node);
-            }
-        }
+        let freed = self
+            .held
+            .drain(..)
+            .any(|h| new_word(&h) == 0 && untag(h.word) != 0);
         self.unpublished.clear();
         let published = Published {
             added: records.len(),
@@ -240,32 +247,40 @@ impl<'t, V: Send + 'static> Op<'t, V> {
     /// Inside a read section; nothing held.
     pub(crate) unsafe fn lock_exact(&mut self, lo: u64, hi: u64) -> Result<(), MapError> {
         // SAFETY: forwarded.
-        unsafe { self.raw.lock_range(lo, hi, &mut self.held) };
-        let mut created = Vec::new();
-        // SAFETY: the slots are ours.
-        let r = unsafe {
+        unsafe {
             self.raw
-                .refine(&mut self.held, lo, hi, &[lo, hi], self.budget, &mut created)
+                .lock_range(lo, hi, &mut self.held, &self.counts, &mut self.pins)
         };
-        self.candidates.extend(created);
-        r
+        // SAFETY: the slots are ours.
+        unsafe {
+            self.raw.refine(
+                &mut self.held,
+                lo,
+                hi,
+                &[lo, hi],
+                self.budget,
+                &self.counts,
+                &mut self.pins,
+            )
+        }
     }
 
-    /// Takes the held slots out (a held lock keeps them across read sections).
-    pub(crate) fn take_held(&mut self) -> Vec<Held> {
-        std::mem::take(&mut self.held)
+    /// Takes the held slots and their pins out (a held lock keeps them across read sections).
+    pub(crate) fn take_held(&mut self) -> (Vec<Held>, Pins) {
+        (
+            std::mem::take(&mut self.held),
+            std::mem::take(&mut self.pins),
+        )
     }
 }
 
 impl<V: Send + 'static> Drop for Op<'_, V> {
     fn drop(&mut self) {
         self.release_all();
+        self.counts.unpin_all(&mut self.pins);
         self.garbage
             .records
             .extend(self.unpublished.drain(..));
-        // SAFETY: an `Op` lives inside a read section of `domain` (every constructor's caller
-        // is), and holds nothing now.
-        unsafe { self.reclaim_now() };
         retire(self.domain, std::mem::take(&mut self.garbage));
     }
 }
