@@ -86,9 +86,9 @@ use crate::sync::stat::AtomicIsize;
 use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
+use reclaim::{CoreHandle, Pins, Reclaimer};
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
-use reclaim::{CoreHandle, Pins, Reclaimer};
 use tree::{Held, RawRadix};
 use update::{Op, Published};
 
@@ -166,11 +166,25 @@ impl<V> RadixMap<V> {
     /// An empty map whose removed memory is reclaimed through `domain` and whose readers use
     /// guards of it.
     pub fn new(domain: Domain) -> Self {
+        Self::with_reclaim(domain, false)
+    }
+
+    /// Testing: a map whose Refcache runs epochs as fast as operations go (every operation
+    /// flushes its core and helps the others), so that emptied nodes are freed, and revived,
+    /// under the noses of concurrent operations.
+    #[doc(hidden)]
+    pub fn with_eager_reclaim(domain: Domain) -> Self {
+        Self::with_reclaim(domain, true)
+    }
+
+    fn with_reclaim(domain: Domain, eager: bool) -> Self {
         Self {
             raw: RawRadix::new(),
-            reclaimer: Reclaimer::new(domain.clone(), SLOTS),
+            reclaimer: Reclaimer::new(domain.clone(), SLOTS, eager),
             readers: ReaderPool::new(domain),
-            counts: (0..SLOTS).map(|_| CachePadded::new(AtomicIsize::new(0))).collect(),
+            counts: (0..SLOTS)
+                .map(|_| CachePadded::new(AtomicIsize::new(0)))
+                .collect(),
             hints: alloc::Hints::new(SLOTS),
             faults: AllocBudget::default(),
         }
@@ -215,6 +229,13 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         self.barrier();
     }
 
+    /// Refcache's counters for the nodes: the epoch, node objects alive and freed so far.
+    #[cfg(not(loom))]
+    #[doc(hidden)]
+    pub fn node_stats(&self) -> aspace_sync::RefcacheStats {
+        self.reclaimer.stats()
+    }
+
     /// The number of nodes linked in the tree, the root included (quiescent only).
     #[doc(hidden)]
     pub fn node_count(&self) -> usize {
@@ -225,7 +246,9 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
     /// Runs `f` with a new operation inside a pooled read section; `f` gets the stripe.
     fn with_op<R>(&self, f: impl FnOnce(Op<'_, V>, usize) -> R) -> R {
         self.readers.with(|_, stripe, local| {
-            let core = local.core.get_or_insert_with(|| self.reclaimer.core(stripe));
+            let core = local
+                .core
+                .get_or_insert_with(|| self.reclaimer.core(stripe));
             let op = Op::new(
                 &self.raw,
                 self.readers.domain(),
@@ -351,7 +374,9 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
         }
         let mut value = Some(value);
         self.readers.with(|_, stripe, local| {
-            let core = local.core.get_or_insert_with(|| self.reclaimer.core(stripe));
+            let core = local
+                .core
+                .get_or_insert_with(|| self.reclaimer.core(stripe));
             let (seen, hint) = self.hints.read(stripe, within);
             let mut from = (hint / PAGE_SIZE).clamp(lo, hi);
             // The first free page seen by the walks (a lower bound from the hint on).

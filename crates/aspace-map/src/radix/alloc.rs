@@ -67,7 +67,9 @@ pub(crate) struct Hints {
 impl Hints {
     pub(crate) fn new(cores: usize) -> Self {
         Self {
-            hints: (0..cores).map(|_| CachePadded::new(Hint::default())).collect(),
+            hints: (0..cores)
+                .map(|_| CachePadded::new(Hint::default()))
+                .collect(),
             active: (0..cores.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -108,12 +110,10 @@ impl Hints {
     pub(crate) fn advance(&self, core: usize, seen: u64, to: u64) {
         let new = to | (seen & VERSION_MASK);
         // Relaxed: the version CAS is the argument (a free since `seen` bumped it).
-        let _ = self.hints[core].word.compare_exchange(
-            seen,
-            new,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        let _ =
+            self.hints[core]
+                .word
+                .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// After a free of `[s, e)` (addresses) was committed: moves back every hint whose range

@@ -126,7 +126,7 @@ mod refcache {
     use super::super::node::{Node, NODE};
     use super::NodeBox;
     use aspace_rcu::Domain;
-    use aspace_sync::{Core, Ref, Refcache, Weak};
+    use aspace_sync::{Core, Ref, Refcache, RefcacheConfig, Weak};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
@@ -171,7 +171,10 @@ mod refcache {
                     Ordering::Relaxed,
                 )
                 .is_ok();
-            debug_assert!(cleared, "only a dead child's object clears its parent's slot");
+            debug_assert!(
+                cleared,
+                "only a dead child's object clears its parent's slot"
+            );
             if !p.rc.obj.is_null() {
                 // The parent's use for this slot (no core here: the global count).
                 // SAFETY: the slot held one count of the parent, taken by `into_raw`.
@@ -310,11 +313,21 @@ mod refcache {
     pub(crate) type CoreHandle = Core;
 
     impl Reclaimer {
-        /// `cores` per-core slots, the default configuration (10 ms epochs); removed nodes'
-        /// memory goes to `domain`.
-        pub(crate) fn new(domain: Domain, cores: usize) -> Self {
+        /// `cores` per-core slots, the default configuration (10 ms epochs) or, `eager`,
+        /// epochs as fast as operations run (tests: nodes freed as soon as possible); removed
+        /// nodes' memory goes to `domain`.
+        pub(crate) fn new(domain: Domain, cores: usize, eager: bool) -> Self {
+            let config = if eager {
+                // An epoch every few operations: maintenance at every 16th cache operation.
+                RefcacheConfig {
+                    maintain_every: 16,
+                    ..RefcacheConfig::eager(64)
+                }
+            } else {
+                RefcacheConfig::default()
+            };
             Self {
-                rc: Refcache::new(cores),
+                rc: Refcache::with_config(cores, config),
                 shared: Arc::new(Shared {
                     domain,
                     dropping: AtomicBool::new(false),
@@ -342,6 +355,11 @@ mod refcache {
             for _ in 0..rounds {
                 core.synchronize();
             }
+        }
+
+        /// Refcache's counters (epoch, live and freed node objects).
+        pub(crate) fn stats(&self) -> aspace_sync::RefcacheStats {
+            self.rc.stats()
         }
 
         /// The map is being dropped: objects freed from now on leave the tree alone.
@@ -379,7 +397,7 @@ mod stand_in {
     pub(crate) struct Reclaimer;
 
     impl Reclaimer {
-        pub(crate) fn new(_domain: aspace_rcu::Domain, _cores: usize) -> Self {
+        pub(crate) fn new(_domain: aspace_rcu::Domain, _cores: usize, _eager: bool) -> Self {
             Self
         }
         pub(crate) fn core(&self, _index: usize) -> CoreHandle {}

@@ -575,12 +575,13 @@ impl<V> RawRadix<V> {
             let r = w as *const Record<V>;
             // SAFETY: quiescent: every record a slot points to is alive.
             let (rs, re) = unsafe { (*r).pages() };
-            assert_eq!((s, e), (rs, re), "a record's slots cover exactly its interval");
-            assert!(rs < re);
-            assert!(
-                out.last() != Some(&r),
-                "a record's slots are contiguous"
+            assert_eq!(
+                (s, e),
+                (rs, re),
+                "a record's slots cover exactly its interval"
             );
+            assert!(rs < re);
+            assert!(out.last() != Some(&r), "a record's slots are contiguous");
             out.push(r);
         }
         out
