@@ -158,7 +158,7 @@ impl<V: Clone + Send + Sync + 'static> Drop for RadixLocked<'_, V> {
             unsafe { h.release() };
         }
         // The pins are given back through the objects' global counts (no core here).
-        drop(std::mem::take(&mut self.pins));
+        reclaim::unpin_without_core(std::mem::take(&mut self.pins));
     }
 }
 
@@ -222,10 +222,12 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
     /// [`barrier`](Self::barrier).
     #[doc(hidden)]
     pub fn collect(&self) {
-        let core = self.reclaimer.core(0);
-        // Three epochs free a node that is empty now; each level above may need three more.
-        self.reclaimer.collect(&core, 3 * geom::LEVELS);
-        drop(core);
+        {
+            let core = self.reclaimer.core(0);
+            // Three epochs free a node that is empty now; each level above may need three
+            // more.
+            self.reclaimer.collect(&core, 3 * geom::LEVELS);
+        }
         self.barrier();
     }
 

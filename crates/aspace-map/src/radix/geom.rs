@@ -60,7 +60,7 @@ pub(crate) const fn slot_start(page: u64, level: usize) -> u64 {
 
 /// Pages covered by the whole tree: under loom the model's 64 pages; otherwise every page of the
 /// key space fits (the root's reachable slots end at 2^52 pages).
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 pub(crate) const TREE_PAGES: u64 = span(LEVELS);
 
 #[cfg(all(test, not(loom)))]

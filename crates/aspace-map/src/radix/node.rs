@@ -250,7 +250,7 @@ impl<V> Desc<V> {
     /// # Safety
     /// The descriptor and the records of both lists are alive (the caller's read section).
     #[inline]
-    pub(crate) unsafe fn resolve<'a>(&'a self, page: u64) -> Option<&'a Record<V>> {
+    pub(crate) unsafe fn resolve(&self, page: u64) -> Option<&Record<V>> {
         // Acquire: pairs with the commit's Release; the new records' contents are published by
         // it (they were written before it).
         let list = if self.committed.load(Ordering::Acquire) != 0 {

@@ -44,7 +44,9 @@
 //! Replaced records and used descriptors are freed after a grace period of the map's domain:
 //! one [`Garbage`] batch per operation (`Domain::defer_drop`).
 
-use super::node::{Desc, Node, Record};
+#[cfg(not(loom))]
+use super::node::Node;
+use super::node::{Desc, Record};
 use aspace_rcu::Domain;
 
 /// What one operation unlinked: freed after a grace period.
@@ -104,11 +106,14 @@ pub(crate) fn retire<V: Send + 'static>(domain: &Domain, garbage: Garbage<V>) {
 }
 
 /// A node's memory, freed when dropped (after a grace period).
+#[cfg(not(loom))]
 struct NodeBox(*mut Node);
 
 // SAFETY: an unlinked node, owned by this box alone.
+#[cfg(not(loom))]
 unsafe impl Send for NodeBox {}
 
+#[cfg(not(loom))]
 impl Drop for NodeBox {
     fn drop(&mut self) {
         // SAFETY: unlinked (its parent slot was cleared) and past a grace period; freed once.
@@ -290,6 +295,11 @@ mod refcache {
         }
     }
 
+    /// Gives back traversal references without a core (through the objects' global counts).
+    pub(crate) fn unpin_without_core(pins: Pins) {
+        drop(pins);
+    }
+
     /// Gives back the counts of `node`'s `used` slots (the map is being dropped; the objects
     /// are then freed by Refcache's teardown, and their `Drop` does nothing).
     ///
@@ -387,11 +397,14 @@ mod stand_in {
         }
     }
 
-    pub(crate) type Pins = ();
+    /// No references are taken.
+    #[derive(Default)]
+    pub(crate) struct Pins(());
 
     pub(crate) struct Counter<'a>(std::marker::PhantomData<&'a ()>);
 
-    pub(crate) type CoreHandle = ();
+    /// No core.
+    pub(crate) struct CoreHandle;
 
     /// No Refcache under loom.
     pub(crate) struct Reclaimer;
@@ -400,7 +413,9 @@ mod stand_in {
         pub(crate) fn new(_domain: aspace_rcu::Domain, _cores: usize, _eager: bool) -> Self {
             Self
         }
-        pub(crate) fn core(&self, _index: usize) -> CoreHandle {}
+        pub(crate) fn core(&self, _index: usize) -> CoreHandle {
+            CoreHandle
+        }
         pub(crate) fn counter<'a>(&'a self, _core: &'a CoreHandle) -> Counter<'a> {
             Counter::stand_in()
         }
@@ -421,4 +436,6 @@ mod stand_in {
     }
 
     pub(crate) unsafe fn forget(_node: &Node, _used: usize) {}
+
+    pub(crate) fn unpin_without_core(_pins: Pins) {}
 }

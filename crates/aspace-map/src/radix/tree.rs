@@ -53,6 +53,7 @@ use std::marker::PhantomData;
 /// under `--cfg loom`; every other build has none.
 #[cfg(loom)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[allow(dead_code)] // the mutants are made by the models only
 pub(crate) enum Mutant {
     /// The real protocol.
     #[default]
@@ -63,8 +64,12 @@ pub(crate) enum Mutant {
     PublishEarly,
     /// The lock CAS does not wait for a held slot (a test-and-set that ignores the bit).
     IgnoreLock,
-    /// Range locking takes the slots of its range right to left.
-    RightToLeft,
+    /// Ranges that start at an odd page are locked right to left (one page's value slot at a
+    /// time), so that two lockers can take overlapping ranges in opposite orders.
+    MixedOrder,
+    /// A publication of several slots stores each slot's new record on its own (no
+    /// descriptor, no single commit).
+    NoDescriptor,
 }
 
 /// Yields while waiting for a lock holder (loom needs to see the yield to explore progress).
@@ -147,7 +152,8 @@ impl<V> RawRadix<V> {
                 Mutant::NoPropagate => "no_propagate",
                 Mutant::PublishEarly => "publish_early",
                 Mutant::IgnoreLock => "ignore_lock",
-                Mutant::RightToLeft => "right_to_left",
+                Mutant::MixedOrder => "mixed_order",
+                Mutant::NoDescriptor => "no_descriptor",
             };
             name == _m
         }
@@ -247,7 +253,7 @@ impl<V> RawRadix<V> {
         counts: &Counter<'_>,
         pins: &mut Pins,
     ) {
-        if self.mutant("right_to_left") {
+        if self.mutant("mixed_order") && lo % 2 == 1 {
             // Mutation: right to left, one page at a time (each page's value slot).
             let mut pos = hi;
             while pos > lo {
@@ -298,7 +304,7 @@ impl<V> RawRadix<V> {
         }
     }
 
-    /// Locks the value slot covering `page` (the mutation `RightToLeft` only).
+    /// Locks the value slot covering `page` (the mutation `MixedOrder` only).
     unsafe fn lock_one(&self, page: u64, counts: &Counter<'_>, pins: &mut Pins) -> Held {
         let mut node = self.root as *const Node;
         let mut level = ROOT_LEVEL;
@@ -512,7 +518,7 @@ impl<V> RawRadix<V> {
     ) -> Result<Option<*mut Desc<V>>, MapError> {
         let changed = held.iter().filter(|h| new_word(h) != h.word).count();
         let mut desc = None;
-        if changed > 1 {
+        if changed > 1 && !self.mutant("no_descriptor") {
             let mut o = Vec::new();
             let mut n = Vec::new();
             o.try_reserve_exact(old.len())

@@ -278,7 +278,7 @@ impl<V: Send + 'static> Drop for Op<'_, V> {
     fn drop(&mut self) {
         self.release_all();
         self.counts.unpin_all(&mut self.pins);
-        self.garbage.records.extend(self.unpublished.drain(..));
+        self.garbage.records.append(&mut self.unpublished);
         retire(self.domain, std::mem::take(&mut self.garbage));
     }
 }
