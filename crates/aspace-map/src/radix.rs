@@ -76,6 +76,7 @@ mod geom;
 mod loom_tests;
 mod node;
 mod reclaim;
+mod retire;
 mod tree;
 mod update;
 
@@ -87,28 +88,43 @@ use crate::validate::{check_alloc, check_guard};
 use aspace_rcu::{Domain, Guard};
 use crossbeam_utils::CachePadded;
 use reclaim::{CoreHandle, Pins, Reclaimer};
+use retire::RetireList;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
 use tree::{Held, RawRadix};
-use update::{Op, Published};
+use update::{Op, Published, Scratch};
 
-/// Per-slot state of the reader pool: the slot's Refcache core handle (made on first use).
-#[derive(Default)]
-struct Local {
+/// Per-slot state of the reader pool: the slot's Refcache core handle (made on first use) and
+/// its retire list.
+struct Local<V> {
     core: Option<CoreHandle>,
+    retire: RetireList<V>,
+    scratch: Scratch<V>,
 }
 
-impl SlotLocal for Local {
-    fn release(&mut self, _domain: &Domain) {
-        // A temporary reader's core leaves Refcache's epochs (flushing its cache).
+impl<V> Default for Local<V> {
+    fn default() -> Self {
+        Self {
+            core: None,
+            retire: RetireList::default(),
+            scratch: Scratch::default(),
+        }
+    }
+}
+
+impl<V: Send + 'static> SlotLocal for Local<V> {
+    fn release(&mut self, domain: &Domain) {
+        // A temporary reader's core leaves Refcache's epochs (flushing its cache); its garbage
+        // goes to the domain.
         self.core = None;
+        self.retire.release(domain);
     }
 }
 
 /// RadixVM's radix tree as an interval map (see the module doc).
 pub struct RadixMap<V> {
     raw: RawRadix<V>,
-    readers: ReaderPool<Local>,
+    readers: ReaderPool<Local<V>>,
     /// `len` striped by reader slot (Relaxed: only their sum is read).
     counts: Box<[CachePadded<AtomicIsize>]>,
     hints: alloc::Hints,
@@ -162,7 +178,7 @@ impl<V: Clone + Send + Sync + 'static> Drop for RadixLocked<'_, V> {
     }
 }
 
-impl<V> RadixMap<V> {
+impl<V: Send + 'static> RadixMap<V> {
     /// An empty map whose removed memory is reclaimed through `domain` and whose readers use
     /// guards of it.
     pub fn new(domain: Domain) -> Self {
@@ -208,12 +224,24 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         self.faults.set(n);
     }
 
-    /// Waits until everything removed before the call is freed (`Domain::barrier`). Must not
-    /// be called inside a read section of the map's domain or while holding a [`RadixLocked`].
+    /// Frees every record and descriptor removed before the call (and drops the values):
+    /// hands the pending batches of every reader slot over, waits for one grace period, frees
+    /// them, then waits for the domain's queued callbacks (`Domain::barrier`). Must not be
+    /// called inside a read section of the map's domain or while holding a [`RadixLocked`].
     /// Nodes left empty are freed by Refcache two to three epochs after they empty (see
     /// [`RadixMap::collect`]).
     pub fn barrier(&self) {
-        self.readers.domain().barrier();
+        let mut all = reclaim::Garbage::default();
+        self.readers.for_each_local(|l| {
+            let mut g = l.retire.take_all();
+            all.records.append(&mut g.records);
+            all.descs.append(&mut g.descs);
+        });
+        let domain = self.readers.domain();
+        // The pieces were unlinked before `take_all` took them; this grace period begins after.
+        domain.synchronize();
+        drop(all);
+        domain.barrier();
     }
 
     /// Drives Refcache epochs until every node that is empty and unused now is removed (and the
@@ -245,19 +273,28 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         self.readers.with(|_, _, _| unsafe { self.raw.nodes() })
     }
 
-    /// Runs `f` with a new operation inside a pooled read section; `f` gets the stripe.
+    /// Runs `f` with a new operation inside a pooled read section; `f` gets the stripe. Once
+    /// the operation is over (it holds no slot), frees the slot's garbage whose grace period
+    /// has ended.
     fn with_op<R>(&self, f: impl FnOnce(Op<'_, V>, usize) -> R) -> R {
         self.readers.with(|_, stripe, local| {
-            let core = local
-                .core
-                .get_or_insert_with(|| self.reclaimer.core(stripe));
+            let Local {
+                core,
+                retire,
+                scratch,
+            } = local;
+            let core = core.get_or_insert_with(|| self.reclaimer.core(stripe));
             let op = Op::new(
                 &self.raw,
                 self.readers.domain(),
                 self.budget(),
                 self.reclaimer.counter(core),
+                retire,
+                scratch,
             );
-            f(op, stripe)
+            let r = f(op, stripe);
+            retire.collect();
+            r
         })
     }
 
@@ -300,7 +337,7 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         &self,
         iv: Interval,
         locked: Option<(Vec<Held>, Pins, (u64, u64))>,
-        new: Vec<(u64, u64, V)>,
+        new: impl IntoIterator<Item = (u64, u64, V)>,
     ) -> Result<(), MapError> {
         let (lo, hi) = (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE);
         let p = self.with_op(|mut op, stripe| {
@@ -358,9 +395,7 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
     /// Clones the value of an interval that reaches past `range`, once per side kept.
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let iv = Interval::try_from(range)?;
-        let new = value
-            .map(|v| vec![(iv.start / PAGE_SIZE, iv.end / PAGE_SIZE, v)])
-            .unwrap_or_default();
+        let new = value.map(|v| (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE, v));
         self.update(iv, None, new)
     }
 
@@ -376,14 +411,17 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
         }
         let mut value = Some(value);
         self.readers.with(|_, stripe, local| {
-            let core = local
-                .core
-                .get_or_insert_with(|| self.reclaimer.core(stripe));
+            let Local {
+                core,
+                retire,
+                scratch,
+            } = local;
+            let core = core.get_or_insert_with(|| self.reclaimer.core(stripe));
             let (seen, hint) = self.hints.read(stripe, within);
             let mut from = (hint / PAGE_SIZE).clamp(lo, hi);
             // The first free page seen by the walks (a lower bound from the hint on).
             let mut first_free: Option<u64> = None;
-            loop {
+            let r = loop {
                 // SAFETY: inside a read section.
                 let found = unsafe { alloc::first_fit(&self.raw, from, hi, n) };
                 if first_free.is_none() {
@@ -395,16 +433,20 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
                         from = lo;
                         continue;
                     }
-                    return Err(MapError::NoSpace { len, within });
+                    break Err(MapError::NoSpace { len, within });
                 };
                 let mut op = Op::new(
                     &self.raw,
                     self.readers.domain(),
                     self.budget(),
                     self.reclaimer.counter(core),
+                    retire,
+                    scratch,
                 );
                 // SAFETY: inside a read section; nothing held.
-                unsafe { op.lock_exact(g, g + n) }?;
+                if let Err(e) = unsafe { op.lock_exact(g, g + n) } {
+                    break Err(e);
+                }
                 if !op.all_free() {
                     // A concurrent map took part of the gap: go on from its start.
                     drop(op);
@@ -413,7 +455,10 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
                 }
                 let v = value.take().expect("claimed once");
                 // SAFETY: inside a read section; `[g, g + n)` is held and free.
-                let p = unsafe { op.replace((g, g + n), g, g + n, vec![(g, g + n, v)]) }?;
+                let p = match unsafe { op.replace((g, g + n), g, g + n, [(g, g + n, v)]) } {
+                    Ok(p) => p,
+                    Err(e) => break Err(e),
+                };
                 drop(op);
                 self.count(stripe, p);
                 let to = match first_free {
@@ -421,11 +466,14 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
                     _ => g + n,
                 };
                 self.hints.advance(stripe, seen, to * PAGE_SIZE);
-                return Ok(Interval {
+                break Ok(Interval {
                     start: g * PAGE_SIZE,
                     end: (g + n) * PAGE_SIZE,
                 });
-            }
+            };
+            // Holding no slot now: free the slot's garbage whose grace period has ended.
+            retire.collect();
+            r
         })
     }
 
@@ -528,8 +576,7 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
         drop(locked);
         let new = new_intervals
             .into_iter()
-            .map(|(iv, v)| (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE, v))
-            .collect();
+            .map(|(iv, v)| (iv.start / PAGE_SIZE, iv.end / PAGE_SIZE, v));
         self.update(r, Some((held, pins, w)), new)
     }
 }

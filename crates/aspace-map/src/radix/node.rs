@@ -209,24 +209,44 @@ impl<V> Record<V> {
     }
 }
 
+/// Records a descriptor keeps inline (old and new together); more go to the heap.
+const INLINE: usize = 6;
+
 /// One publishing range operation: the records of its range before and after (see the module
 /// doc). Both lists are sorted by address and disjoint.
 pub(crate) struct Desc<V> {
     /// Set once, by the operation's commit.
     pub(crate) committed: AtomicUsize,
-    pub(crate) old: Vec<*const Record<V>>,
-    pub(crate) new: Vec<*const Record<V>>,
+    /// Length of the old list (the new one follows it).
+    n_old: usize,
+    n_new: usize,
+    /// Old then new records, when they fit (the common case: no allocation but the box).
+    inline: [*const Record<V>; INLINE],
+    /// Old then new records, when they do not.
+    heap: Vec<*const Record<V>>,
 }
 
 impl<V> Desc<V> {
-    /// A descriptor over the given lists (moved in), allocated fallibly (one budget unit).
+    /// A descriptor over copies of the lists, allocated fallibly (one budget unit).
     pub(crate) fn try_alloc(
-        old: Vec<*const Record<V>>,
-        new: Vec<*const Record<V>>,
+        old: &[*const Record<V>],
+        new: &[*const Record<V>],
         budget: Option<&AllocBudget>,
     ) -> Result<*mut Self, MapError> {
         if let Some(b) = budget {
             b.take()?;
+        }
+        let n = old.len() + new.len();
+        let mut inline = [ptr::null(); INLINE];
+        let mut heap = Vec::new();
+        if n <= INLINE {
+            inline[..old.len()].copy_from_slice(old);
+            inline[old.len()..n].copy_from_slice(new);
+        } else {
+            heap.try_reserve_exact(n)
+                .map_err(|_| MapError::OutOfMemory)?;
+            heap.extend_from_slice(old);
+            heap.extend_from_slice(new);
         }
         let layout = Layout::new::<Self>();
         // SAFETY: non-empty layout.
@@ -238,11 +258,23 @@ impl<V> Desc<V> {
         unsafe {
             p.write(Self {
                 committed: AtomicUsize::new(0),
-                old,
-                new,
+                n_old: old.len(),
+                n_new: new.len(),
+                inline,
+                heap,
             })
         };
         Ok(p)
+    }
+
+    /// The old and the new list.
+    fn lists(&self) -> (&[*const Record<V>], &[*const Record<V>]) {
+        let all = if self.heap.is_empty() {
+            &self.inline[..self.n_old + self.n_new]
+        } else {
+            &self.heap[..]
+        };
+        all.split_at(self.n_old)
     }
 
     /// The record covering `page` in the list that is current now.
@@ -251,12 +283,13 @@ impl<V> Desc<V> {
     /// The descriptor and the records of both lists are alive (the caller's read section).
     #[inline]
     pub(crate) unsafe fn resolve(&self, page: u64) -> Option<&Record<V>> {
+        let (old, new) = self.lists();
         // Acquire: pairs with the commit's Release; the new records' contents are published by
         // it (they were written before it).
         let list = if self.committed.load(Ordering::Acquire) != 0 {
-            &self.new
+            new
         } else {
-            &self.old
+            old
         };
         let addr = page * PAGE_SIZE;
         // SAFETY: the caller's contract: every record of the lists is alive.

@@ -6,11 +6,15 @@
 //! count is
 //! - one per *used slot* (a record, or a child pointer): filling a slot takes a reference and
 //!   keeps it as a bare count (`Ref::into_raw`), emptying one gives it back (`Core::put`);
-//! - one per *traversal*: a range operation that descends into a node takes a reference through
-//!   the node's weak reference (`Core::tryget`: "tree traversal does not require locks because
-//!   it increments each node's reference count through a Refcache weak reference") and gives it
-//!   back when it has released its slots ([`Pins`]). An expansion's new node starts with its
-//!   creator's reference.
+//! - one per *traversal*: a range operation that locks a slot of a node first takes a
+//!   reference through the node's weak reference (`Core::tryget`: "tree traversal does not
+//!   require locks because it increments each node's reference count through a Refcache weak
+//!   reference") and gives it back when it has released its slots ([`Pins`]). An expansion's
+//!   new node starts with its creator's reference. The nodes a traversal only passes through
+//!   are not referenced (RadixVM takes one at every level): each child pointer is one of its
+//!   node's uses, so an ancestor of a referenced node cannot be freed, and the memory of a node
+//!   freed under a traversal stays readable until the traversal's grace period ends; a
+//!   `tryget` that fails sends the traversal back to the root.
 //!
 //! All of them go through the calling core's delta cache: operations on disjoint ranges under one
 //! node do not share a counter's cache line. Lookups, visits and `alloc`'s gap walk take no
@@ -47,7 +51,6 @@
 #[cfg(not(loom))]
 use super::node::Node;
 use super::node::{Desc, Record};
-use aspace_rcu::Domain;
 
 /// What one operation unlinked: freed after a grace period.
 pub(crate) struct Garbage<V> {
@@ -95,13 +98,6 @@ impl<V> Drop for Garbage<V> {
             // SAFETY: as above.
             unsafe { Record::dealloc(r) };
         }
-    }
-}
-
-/// Hands `garbage` to `domain` (one callback), unless it is empty.
-pub(crate) fn retire<V: Send + 'static>(domain: &Domain, garbage: Garbage<V>) {
-    if !garbage.is_empty() {
-        domain.defer_drop(garbage);
     }
 }
 
@@ -217,8 +213,8 @@ mod refcache {
     }
 
     impl Counter<'_> {
-        /// Takes a traversal reference on `node` unless `pins` has one: `false` if the node was
-        /// freed (its parent's slot is about to be cleared).
+        /// Takes a traversal reference on `node` unless `pins` has one (the root needs none):
+        /// `false` if the node was freed (its parent's slot is about to be cleared).
         ///
         /// # Safety
         /// `node` was read from a child pointer inside a read section (its memory is alive).
@@ -227,7 +223,9 @@ mod refcache {
                 return true;
             }
             // SAFETY: the caller's contract.
-            let w = unsafe { (*node).rc.weak.as_ref() }.expect("a linked node has a weak");
+            let Some(w) = (unsafe { (*node).rc.weak.as_ref() }) else {
+                return true; // the root: never freed
+            };
             match self.core.tryget(w) {
                 Some(r) => {
                     pins.push((node, r));

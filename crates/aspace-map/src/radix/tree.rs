@@ -113,10 +113,13 @@ impl Held {
 
 /// What [`RawRadix::lock_slot`] found.
 enum Took {
-    /// The slot is now held; its word before (no lock bit).
+    /// The slot is now held (and its node pinned); its word before (no lock bit).
     Locked(usize),
-    /// The slot points to this child node, now pinned (`reclaim.rs`).
+    /// The slot points to this child node.
     Child(*const Node),
+    /// The slot's node was freed by Refcache (its parent's slot is being cleared): start again
+    /// from the root.
+    Dead,
 }
 
 /// The raw tree (see the module doc).
@@ -241,7 +244,7 @@ impl<V> RawRadix<V> {
     /// appending them to `held` (they may reach past the range; [`refine`](Self::refine)
     /// expands those).
     ///
-    /// Every node it descends into is pinned into `pins` (Refcache traversal references).
+    /// Every node it locks a slot of is pinned into `pins` (Refcache traversal references).
     ///
     /// # Safety
     /// See the module doc. The caller holds no slot at or after `lo`.
@@ -275,11 +278,15 @@ impl<V> RawRadix<V> {
                 // SAFETY: reachable nodes are alive.
                 let slot = unsafe { &(*node).slots[i] };
                 // SAFETY: inside a read section.
-                match unsafe { self.lock_slot(slot, counts, pins) } {
+                match unsafe { self.lock_slot(slot, node, counts, pins) } {
                     Took::Child(c) => {
                         node = c;
                         level -= 1;
                         i = index(pos, level);
+                    }
+                    Took::Dead => {
+                        spin_wait();
+                        continue 'descend;
                     }
                     Took::Locked(word) => {
                         let start = slot_start(pos, level);
@@ -312,10 +319,14 @@ impl<V> RawRadix<V> {
             // SAFETY: reachable nodes are alive.
             let slot = unsafe { &(*node).slots[index(page, level)] };
             // SAFETY: inside a read section.
-            match unsafe { self.lock_slot(slot, counts, pins) } {
+            match unsafe { self.lock_slot(slot, node, counts, pins) } {
                 Took::Child(c) => {
                     node = c;
                     level -= 1;
+                }
+                Took::Dead => {
+                    node = self.root;
+                    level = ROOT_LEVEL;
                 }
                 Took::Locked(word) => {
                     return Held {
@@ -330,29 +341,36 @@ impl<V> RawRadix<V> {
         }
     }
 
-    /// Takes one slot's lock bit, waiting for a holder; or pins and reports a child (waiting,
-    /// when the child was freed by Refcache, until its slot is cleared).
+    /// Takes the lock bit of `slot` (a slot of `node`), waiting for a holder; or reports a
+    /// child. Before it locks, it pins `node` (a Refcache traversal reference: `reclaim.rs`),
+    /// so that a node is never freed while a slot of it is held; a node that Refcache has
+    /// freed already (empty, unreferenced; its parent's slot is being cleared) is reported
+    /// `Dead`. Nodes passed through on the way down are not pinned: they cannot be freed while
+    /// a pinned node below them is linked (each child pointer is one of its node's uses).
     ///
     /// # Safety
-    /// Inside a read section (a child read from the slot stays alive).
-    unsafe fn lock_slot(&self, slot: &AtomicUsize, counts: &Counter<'_>, pins: &mut Pins) -> Took {
+    /// Inside a read section (`node`, and a child read from the slot, stay alive).
+    unsafe fn lock_slot(
+        &self,
+        slot: &AtomicUsize,
+        node: *const Node,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) -> Took {
         loop {
             // Acquire: a child pointer's node must be initialised for us (pairs with the
             // expansion's Release store).
             let w = slot.load(Ordering::Acquire);
             if w & NODE != 0 {
-                let c = untag(w) as *const Node;
-                // SAFETY: read from a live slot inside a read section.
-                if unsafe { counts.pin(c, pins) } {
-                    return Took::Child(c);
-                }
-                // Freed: its object's drop is clearing the slot.
-                spin_wait();
-                continue;
+                return Took::Child(untag(w) as *const Node);
             }
             if w & LOCK != 0 && !self.mutant("ignore_lock") {
                 spin_wait();
                 continue;
+            }
+            // SAFETY: `node` was reached inside the caller's read section.
+            if !unsafe { counts.pin(node, pins) } {
+                return Took::Dead;
             }
             let w = w & !LOCK;
             // Acquire: the previous holder's writes (its Release store of the slot) happen
@@ -519,15 +537,7 @@ impl<V> RawRadix<V> {
         let changed = held.iter().filter(|h| new_word(h) != h.word).count();
         let mut desc = None;
         if changed > 1 && !self.mutant("no_descriptor") {
-            let mut o = Vec::new();
-            let mut n = Vec::new();
-            o.try_reserve_exact(old.len())
-                .map_err(|_| MapError::OutOfMemory)?;
-            n.try_reserve_exact(new.len())
-                .map_err(|_| MapError::OutOfMemory)?;
-            o.extend_from_slice(old);
-            n.extend_from_slice(new);
-            let d = Desc::try_alloc(o, n, budget)?;
+            let d = Desc::try_alloc(old, new, budget)?;
             for h in held.iter().filter(|h| new_word(h) != h.word) {
                 // Release: the descriptor and the new records are initialised before a lookup
                 // can reach them through this slot.

@@ -14,14 +14,43 @@
 //! Every operation holds its slots only inside [`Op`]: dropping an `Op` (normal end, an error,
 //! or a panic in a value's `Clone`) releases every slot it still holds unchanged, gives back
 //! its traversal references (`reclaim.rs`: a node left empty is then freed by Refcache), and
-//! hands its never-published records and everything it unlinked to the domain.
+//! hands its never-published records and everything it unlinked to its slot's retire list
+//! (`retire.rs`), which frees them after a grace period.
 
 use super::node::{untag, Record};
-use super::reclaim::{retire, Counter, Garbage, Pins};
+use super::reclaim::{Counter, Garbage, Pins};
+use super::retire::RetireList;
 use super::tree::{Held, RawRadix};
 use crate::contract::{MapError, PAGE_SIZE};
 use crate::fault::AllocBudget;
 use aspace_rcu::Domain;
+
+/// Buffers an operation takes from its reader slot and gives back cleared, so that a steady
+/// stream of operations allocates nothing but its records and descriptor.
+pub(crate) struct Scratch<V> {
+    held: Vec<Held>,
+    pins: Pins,
+    records: Vec<*mut Record<V>>,
+    old: Vec<*const Record<V>>,
+    cuts: Vec<u64>,
+    garbage: Garbage<V>,
+}
+
+impl<V> Default for Scratch<V> {
+    fn default() -> Self {
+        Self {
+            held: Vec::new(),
+            pins: Pins::default(),
+            records: Vec::new(),
+            old: Vec::new(),
+            cuts: Vec::new(),
+            garbage: Garbage::default(),
+        }
+    }
+}
+
+// SAFETY: empty between operations (only capacity is kept); during one it is the operation's.
+unsafe impl<V: Send> Send for Scratch<V> {}
 
 /// One operation in progress (see the module doc).
 pub(crate) struct Op<'t, V: Send + 'static> {
@@ -29,12 +58,22 @@ pub(crate) struct Op<'t, V: Send + 'static> {
     domain: &'t Domain,
     budget: Option<&'t AllocBudget>,
     counts: Counter<'t>,
+    /// Where the garbage goes when the operation ends (the slot's batch, `retire.rs`).
+    retire: &'t mut RetireList<V>,
+    /// Where the buffers go back to.
+    scratch: &'t mut Scratch<V>,
     /// Slots held, sorted, contiguous.
     pub(crate) held: Vec<Held>,
     /// Traversal references on the nodes of the held slots (and the paths to them).
     pub(crate) pins: Pins,
-    /// Records made and not published (freed through the domain if the operation stops).
-    unpublished: Vec<*mut Record<V>>,
+    /// Records made, in address order; not published until `published` (freed through the
+    /// retire list if the operation stops before).
+    records: Vec<*mut Record<V>>,
+    published: bool,
+    /// The old records of the held range (`replace`).
+    old: Vec<*const Record<V>>,
+    /// The bounds every held slot must not straddle (`replace`).
+    cuts: Vec<u64>,
     pub(crate) garbage: Garbage<V>,
 }
 
@@ -55,16 +94,23 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         domain: &'t Domain,
         budget: Option<&'t AllocBudget>,
         counts: Counter<'t>,
+        retire: &'t mut RetireList<V>,
+        scratch: &'t mut Scratch<V>,
     ) -> Self {
         Self {
             raw,
             domain,
             budget,
             counts,
-            held: Vec::new(),
-            pins: Pins::default(),
-            unpublished: Vec::new(),
-            garbage: Garbage::default(),
+            retire,
+            held: std::mem::take(&mut scratch.held),
+            pins: std::mem::take(&mut scratch.pins),
+            records: std::mem::take(&mut scratch.records),
+            published: false,
+            old: std::mem::take(&mut scratch.old),
+            cuts: std::mem::take(&mut scratch.cuts),
+            garbage: std::mem::take(&mut scratch.garbage),
+            scratch,
         }
     }
 
@@ -133,7 +179,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
     /// Replaces the contents of the held dynamic interval `w` of `[lo, hi)` pages: the parts of
     /// `w` outside `[lo, hi)` keep their intervals' values (cloned into remainder records), and
     /// `[lo, hi)` gets exactly `new` (sorted, disjoint, inside it; page bounds). Publishes and
-    /// releases everything held.
+    /// releases everything held. Call it once per operation.
     ///
     /// # Safety
     /// Inside a read section; `w` is held by this operation (from [`lock_dynamic`] or a held
@@ -143,45 +189,42 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         w: (u64, u64),
         lo: u64,
         hi: u64,
-        new: Vec<(u64, u64, V)>,
+        new: impl IntoIterator<Item = (u64, u64, V)>,
     ) -> Result<Published, MapError>
     where
         V: Clone,
     {
+        debug_assert!(self.records.is_empty() && self.old.is_empty());
         let (wl, wh) = w;
         // The old records, in order (each is a contiguous run of held slots).
-        let mut old: Vec<*const Record<V>> = Vec::new();
         for h in &self.held {
             let r = untag(h.word) as *const Record<V>;
-            if !r.is_null() && old.last() != Some(&r) {
-                old.push(r);
+            if !r.is_null() && self.old.last() != Some(&r) {
+                self.old.push(r);
             }
         }
         // The new records: the remainders (clones: the caller's code, may panic; we hold
-        // slots, which `Drop` releases) and the new intervals.
-        let mut pieces: Vec<(u64, u64, V)> = Vec::with_capacity(new.len() + 2);
-        if wl < lo {
-            let w = self.word_at(wl);
-            // SAFETY: a held record, alive and stable.
-            let v = unsafe { (*(w as *const Record<V>)).value.clone() };
-            pieces.push((wl, lo, v));
-        }
-        let mut right = None;
-        if wh > hi {
+        // slots, which `Drop` releases) and the new intervals, in address order.
+        let right = if wh > hi {
             let w = self.word_at(hi);
+            // SAFETY: a held record, alive and stable.
+            Some((hi, wh, unsafe { (*(w as *const Record<V>)).value.clone() }))
+        } else {
+            None
+        };
+        let left = if wl < lo {
+            let w = self.word_at(wl);
             // SAFETY: as above.
-            right = Some((hi, wh, unsafe { (*(w as *const Record<V>)).value.clone() }));
-        }
-        pieces.extend(new);
-        pieces.extend(right);
-        let mut cuts = Vec::with_capacity(2 * pieces.len() + 2);
-        cuts.extend([wl, wh]);
-        let mut records: Vec<*const Record<V>> = Vec::with_capacity(pieces.len());
-        for (s, e, v) in pieces {
-            cuts.extend([s, e]);
+            Some((wl, lo, unsafe { (*(w as *const Record<V>)).value.clone() }))
+        } else {
+            None
+        };
+        self.cuts.clear();
+        self.cuts.extend([wl, wh]);
+        for (s, e, v) in left.into_iter().chain(new).chain(right) {
+            self.cuts.extend([s, e]);
             let r = Record::try_alloc(s * PAGE_SIZE, e * PAGE_SIZE, v, self.budget)?;
-            self.unpublished.push(r);
-            records.push(r);
+            self.records.push(r);
         }
         // SAFETY: the slots are ours.
         unsafe {
@@ -189,12 +232,13 @@ impl<'t, V: Send + 'static> Op<'t, V> {
                 &mut self.held,
                 wl,
                 wh,
-                &cuts,
+                &self.cuts,
                 self.budget,
                 &self.counts,
                 &mut self.pins,
             )
         }?;
+        let records = &self.records;
         let new_word = |h: &Held| {
             let i = records.partition_point(|&r| {
                 // SAFETY: our unpublished records are alive.
@@ -208,11 +252,14 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         };
         // SAFETY: the slots are ours; the records are initialised and unpublished.
         let desc = unsafe {
+            // A `*mut` list read as `*const` (same layout).
+            let new: &[*const Record<V>] =
+                std::slice::from_raw_parts(records.as_ptr().cast(), records.len());
             self.raw.publish(
                 &self.held,
                 &new_word,
-                &old,
-                &records,
+                &self.old,
+                new,
                 self.budget,
                 &self.counts,
                 &self.pins,
@@ -223,15 +270,15 @@ impl<'t, V: Send + 'static> Op<'t, V> {
             .held
             .drain(..)
             .any(|h| new_word(&h) == 0 && untag(h.word) != 0);
-        self.unpublished.clear();
         let published = Published {
             added: records.len(),
-            removed: old.len(),
+            removed: self.old.len(),
             freed,
         };
+        self.published = true;
         self.garbage
             .records
-            .extend(old.into_iter().map(|r| r as *mut Record<V>));
+            .extend(self.old.drain(..).map(|r| r as *mut Record<V>));
         self.garbage.descs.extend(desc);
         Ok(published)
     }
@@ -278,7 +325,22 @@ impl<V: Send + 'static> Drop for Op<'_, V> {
     fn drop(&mut self) {
         self.release_all();
         self.counts.unpin_all(&mut self.pins);
-        self.garbage.records.append(&mut self.unpublished);
-        retire(self.domain, std::mem::take(&mut self.garbage));
+        if self.published {
+            self.records.clear();
+        } else {
+            // Never published (an error or a panic before the commit): freed after a grace
+            // period like the rest, their values dropped by the slot's `collect`.
+            self.garbage.records.append(&mut self.records);
+        }
+        self.old.clear();
+        self.retire.retire(&mut self.garbage, self.domain);
+        // The buffers go back, empty, with their capacity.
+        let s = &mut *self.scratch;
+        s.held = std::mem::take(&mut self.held);
+        s.pins = std::mem::take(&mut self.pins);
+        s.records = std::mem::take(&mut self.records);
+        s.old = std::mem::take(&mut self.old);
+        s.cuts = std::mem::take(&mut self.cuts);
+        s.garbage = std::mem::take(&mut self.garbage);
     }
 }
