@@ -95,7 +95,7 @@ impl Hints {
             let _ = h
                 .word
                 .fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
-                    Some(within.start | ((w + 1) & VERSION_MASK))
+                    Some(within.start | (w.wrapping_add(1) & VERSION_MASK))
                 });
             // See the module doc: either a free's retreat sees this install, or our search sees
             // the free.
@@ -135,7 +135,7 @@ impl Hints {
                         break;
                     }
                     let to = (w & !VERSION_MASK).min(s.max(lo));
-                    let new = to | ((w + 1) & VERSION_MASK);
+                    let new = to | (w.wrapping_add(1) & VERSION_MASK);
                     // Release: publishes the free (committed before this) to searches that
                     // read the hint.
                     match h
