@@ -37,14 +37,19 @@
 //! sees a half-built node; the lock bits are propagated into it). Each model fails under the
 //! mutation of the step it guards.
 //!
-//! # Node reclamation
-//! `radix/reclaim.rs`, the one place that decides it. **Departure from the paper:** RadixVM
-//! counts a node's used slots with Refcache and links children by Refcache weak references;
-//! Refcache (`aspace_sync::refcache`, issue 20) had not been committed when this was written, so
-//! an emptied node is removed at once by the operation that empties it (a try-lock of all its
-//! slots) and freed after an RCU grace period of the map's domain, like the skiplist's and
-//! Bonsai's nodes; each node keeps a plain atomic count of its used slots. The Refcache step is
-//! left for later (the module doc says what it replaces).
+//! # Node reclamation (§3.2)
+//! Through Refcache (`aspace_sync::Refcache`), in `radix/reclaim.rs`, the one place that
+//! decides it: every node but the root is a Refcache object counting its used slots and the
+//! operations that hold slots in it; a parent links to a child by the child pointer and the
+//! child's Refcache weak reference. A node whose count stays zero for a whole Refcache epoch is
+//! freed by Refcache's review, whose free callback clears the parent's slot and hands the
+//! node's memory to the RCU domain (lookups take no reference: they are RCU readers). An
+//! operation that meets a dying node revives it (`tryget`); one that meets a freed node goes
+//! back to the root. Counts go through per-core delta caches, so operations on disjoint ranges
+//! under one node share no counter line. Departures, both stated where they are: lookups do
+//! not take references (the contract's `query` returns a reference valid for the caller's RCU
+//! guard), and an operation references only the nodes whose slots it locks, not every node on
+//! its path.
 //!
 //! # Values and `Clone`
 //! A value is cloned only when an operation trims an interval that reaches past its range: the
@@ -57,9 +62,11 @@
 //! `alloc`, `lock`, `swap` run inside a read section of a pooled reader
 //! (`skiplist/readers.rs`); they wait for slot locks inside it, so (as for the skiplist) a
 //! thread holding a [`RadixLocked`] must not call `synchronize()`/`barrier()` on the map's
-//! domain. Replaced records, descriptors and removed nodes go to the domain, one batch per
-//! operation (`Domain::defer_drop`), and are freed after a grace period; `Domain::barrier()`
-//! frees every batch queued before it. A failed node, record or descriptor allocation (real, or
+//! domain. Replaced records and used descriptors are batched per reader slot and freed by
+//! that slot's next operations after a grace period (`radix/retire.rs`; [`RadixMap::barrier`]
+//! frees everything removed before it); removed nodes' memory goes to the domain after Refcache
+//! frees them ([`RadixMap::collect`] drives Refcache until they are). A failed node, record or
+//! descriptor allocation (real, or
 //! injected by [`RadixMap::fail_allocations_after`]) comes before the commit: the operation
 //! returns `OutOfMemory`, releases its slots and changes nothing (expansions it made stay: they
 //! change no page's value).
@@ -298,9 +305,10 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         })
     }
 
-    /// Checks every structural invariant (no lock or descriptor left, `used` counts and back
-    /// references, no empty node, each record covered exactly by its slots, `len`). Meaningful
-    /// only while no other thread updates the map.
+    /// Checks every structural invariant (no lock or descriptor left, back references, every
+    /// linked node a Refcache object, each record covered exactly by its slots, `len`).
+    /// Meaningful only while no other thread updates the map. (Emptied nodes may still be
+    /// linked: Refcache frees them a few epochs later, see [`RadixMap::collect`].)
     ///
     /// # Panics
     /// On a violated invariant.

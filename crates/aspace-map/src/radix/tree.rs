@@ -515,7 +515,7 @@ impl<V> RawRadix<V> {
     /// slot (a record pointer or 0). Slots whose word changes are pointed at a descriptor of
     /// `old`/`new` records and committed at once when there are several (one store when there
     /// is one); then every held slot is released with its new word. Returns the descriptor to
-    /// retire (if one was made). Maintains the nodes' `used` counts.
+    /// retire (if one was made). Maintains the nodes' Refcache counts of used slots.
     ///
     /// The only fallible step (the descriptor's allocation) comes before any store: on error
     /// nothing is published and every slot is still held.
