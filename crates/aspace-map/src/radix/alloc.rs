@@ -37,6 +37,13 @@
 //! the search sees the free. A free reads the hints of active cores only (a bitmap written once
 //! per core): an unmap costs one fence and a few loads per allocating core, and writes only the
 //! hints it moves.
+//!
+//! A core's hint is written only by the operation holding that core's pooled reader slot, so
+//! its range is one core's at a time. The exception is the pool's overflow (more than 256
+//! threads in operations at once): a temporary reader uses its home slot's hint beside the
+//! slot's holder, and one may then search from a hint installed for the other's range. That
+//! costs exactness only (the search may start above a free gap of its range); the claim is
+//! still checked free under its locks.
 
 use super::tree::RawRadix;
 use crate::contract::{Interval, PAGE_SIZE};

@@ -88,3 +88,34 @@ fn folded_slots_hold_aligned_ranges() {
     );
     m.check_invariants();
 }
+
+#[test]
+fn a_free_by_another_thread_moves_the_allocating_threads_hint_back() {
+    let m = RadixMap::new(Domain::new());
+    let arena = 1 << 30..2 << 30;
+    // This thread allocates contiguously: its hint moves past each claim.
+    for i in 0..8u64 {
+        let iv = m.alloc(arena.clone(), 2 * P, i).unwrap();
+        assert_eq!(iv.start, (1 << 30) + i * 2 * P);
+    }
+    // Another thread (another pooled slot, so another core's hint) frees a page below it.
+    std::thread::scope(|s| {
+        s.spawn(|| m.map((1 << 30) + 2 * P..(1 << 30) + 3 * P, None).unwrap());
+    });
+    // First fit again finds the freed page, then continues after the claims.
+    assert_eq!(
+        m.alloc(arena.clone(), P, 100).unwrap().start,
+        (1 << 30) + 2 * P
+    );
+    assert_eq!(
+        m.alloc(arena.clone(), P, 101).unwrap().start,
+        (1 << 30) + 16 * P
+    );
+    // A free in another range does not concern this range's hint, and an alloc in a new range
+    // installs it.
+    m.map(0..P, Some(5)).unwrap();
+    m.map(0..P, None).unwrap();
+    assert_eq!(m.alloc(0..P, P, 6).unwrap().start, 0);
+    assert_eq!(m.alloc(arena, P, 102).unwrap().start, (1 << 30) + 17 * P);
+    m.check_invariants();
+}
