@@ -12,7 +12,8 @@
 //! - [`render`]: a results directory's plots and pages from its data files (`aspace report`);
 //! - [`suite`]: the default suite run by `aspace` without arguments;
 //! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
-//!   `ds-alloc`, `ds-map`, `readers-writers`, and the address-space workloads `alloc`,
+//!   `ds-alloc`, `ds-map`, `readers-writers`, `limit-counter`, `refcount`, and the
+//!   address-space workloads `alloc`,
 //!   `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load` over `workloads/vm.rs`);
 //! - [`conflicts`]: `aspace conflicts`, the cache-line conflict audit (instrumented with the
 //!   `conflicts` feature);

@@ -42,6 +42,7 @@ fn list_names_every_workload_with_its_designs() {
         "ds-alloc",
         "ds-map",
         "readers-writers",
+        "refcount",
     ] {
         assert!(text.contains(w), "{w} missing from:\n{text}");
     }

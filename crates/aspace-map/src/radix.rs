@@ -259,9 +259,9 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
     pub fn collect(&self) {
         {
             let core = self.reclaimer.core(0);
-            // Three epochs free a node that is empty now; each level above may need three
-            // more.
-            self.reclaimer.collect(&core, 3 * geom::LEVELS);
+            // Refcache frees an object at most 8 epochs after its last reference went
+            // (`Core::synchronize`); each level above may need as many more.
+            self.reclaimer.collect(&core, 8 * geom::LEVELS);
         }
         self.barrier();
     }

@@ -12,7 +12,8 @@
 //! - [`Refcache`] (`refcache.rs`): RadixVM's scalable lazy reference counts (EuroSys'13 §3.1):
 //!   per-core delta caches, epochs, review queues, dirty zeroes, and [`Weak`] references with
 //!   `tryget`; the counts of the radix tree's nodes and of shared frames. Its locks are the
-//!   small spin mutex of `spin_mutex.rs`.
+//!   small spin mutex of `spin_mutex.rs`. Its benchmark baseline [`Snzi`] (`snzi.rs`) is an
+//!   SNZI counter (a tree of non-zero indicators, one leaf per core).
 //!
 //! Cores are indexes the caller passes (its handle index); with more cores than per-core slots,
 //! cores share a slot by group (`core % slots`).
@@ -32,6 +33,7 @@ mod limit_counter;
 mod percpu_counter;
 mod refcache;
 mod rwlock;
+mod snzi;
 mod spin_mutex;
 mod sync;
 
@@ -43,4 +45,5 @@ pub use hybrid_lock::{
 };
 pub use limit_counter::{LimitCounter, BATCH_DIVISOR};
 pub use percpu_counter::PercpuCounter;
-pub use refcache::{Core, Ref, Refcache, RefcacheConfig, RefcacheStats, Weak};
+pub use refcache::{Core, ForeignHandle, Ref, Refcache, RefcacheConfig, RefcacheStats, Weak};
+pub use snzi::{Snzi, SNZI_FANOUT};

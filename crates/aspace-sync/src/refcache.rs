@@ -65,8 +65,12 @@
 //!    increment: the increment is flushed between `r` and `v` and the object is not freed (3).
 //!
 //! The object's lock protects its count, its queue flags and its weak back-reference; the slot
-//! lock protects the slot's cache, queue and epoch. Lock order: slot, then orphan queue, then
-//! object or epoch lock; no path holds two slots or two objects.
+//! lock protects the slot's cache, queue and epoch. Lock order: slot, then object, epoch or
+//! orphan-queue lock (each alone); no path holds two slots or two objects.
+//!
+//! Queues without a slot (a detached slot's queue, zeroes reached by a `Ref` dropped without a
+//! core) go to a shared *orphan queue*; every counted flush of any slot adopts its items into
+//! that slot's queue (in tag order), so they are reviewed by flushes like every other item.
 //!
 //! # Using it
 //! - **Objects** are allocated by [`Core::alloc`] (global count 1: the returned [`Ref`]). A
@@ -90,13 +94,17 @@
 //! # Cores and teardown
 //! A [`Core`] is a handle on one per-core slot (`index % cores`; handles of one slot share it
 //! under its lock), used by one thread at a time. Handles check what they are given: a `Ref` or
-//! `Weak` of another `Refcache` panics. The domain (caches, queues, epochs) lives while any
+//! `Weak` of another `Refcache` is refused with [`ForeignHandle`]. The domain (caches, queues, epochs) lives while any
 //! `Refcache` handle, `Core` or object lives; when the last handle and core are gone, every
 //! queued object whose count is zero is freed at once (no core remains to hold a cached delta,
 //! so the global count is the true count), and later objects are freed as their last `Ref`
 //! drops.
 //!
-//! Not for: counts that must reach zero promptly (frees lag by two to three epochs), objects
+//! A value's `Drop` that panics propagates out of the call that ran the review (`get`, `put`,
+//! `flush`...); the other frees of that batch still run, and Refcache's state stays consistent
+//! (the object was taken off every queue before its value was dropped).
+//!
+//! Not for: counts that must reach zero promptly (frees lag by three to eight epochs), objects
 //! shared by several `Refcache`s, or several weak references to one object (there is one
 //! back-reference; a second [`Ref::downgrade`] returns `None` while the first lives).
 
@@ -325,6 +333,8 @@ struct Inner {
     epoch: CachePadded<AtomicU64>,
     epochs: CachePadded<SpinMutex<EpochState>>,
     orphans: CachePadded<SpinMutex<Orphans>>,
+    /// Items on the orphan queue (a hint read without its lock; written under it).
+    orphans_pending: AtomicUsize,
     /// `Refcache` handles plus `Core`s.
     handles: AtomicUsize,
     /// When the current epoch began (ns since `start`; a hint for helpers).
@@ -357,6 +367,12 @@ pub struct Core {
 
 // SAFETY: a core's state lives in its slot, behind the slot's lock; the handle may move.
 unsafe impl Send for Core {}
+
+/// A handle refused: a [`Ref`] or [`Weak`] of another `Refcache` passed to a [`Core`] (its
+/// counts, epochs and reviews belong to its own domain).
+#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
+#[error("a {0} of another Refcache was passed to this Core")]
+pub struct ForeignHandle(pub &'static str);
 
 /// A snapshot of a domain's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -454,6 +470,7 @@ impl Inner {
                 orphaned: false,
                 live: 0,
             })),
+            orphans_pending: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
             epoch_began: AtomicU64::new(0),
             freed: AtomicU64::new(0),
@@ -486,6 +503,7 @@ impl Inner {
         self.epoch.load(Acquire)
     }
 
+    #[inline]
     fn hash(&self, obj: *const Header) -> usize {
         // Fibonacci hashing of the address: the product's top bits index the cache.
         let bits = self.config.cache_entries.trailing_zeros();
@@ -565,7 +583,10 @@ impl Inner {
             }
             let items: Vec<Item> = st.review.drain(..).collect();
             if !items.is_empty() {
-                self.orphans.lock_with(|o| o.queue.extend(items));
+                self.orphans.lock_with(|o| {
+                    o.queue.extend(items);
+                    self.orphans_pending.store(o.queue.len(), Relaxed);
+                });
             }
             self.epochs.lock_with(|es| {
                 let slot = &mut es.slots[s];
@@ -613,10 +634,25 @@ impl Inner {
     /// # Preconditions
     /// As `evict_locked`; the caller owns the reference being counted (or, for `tryget`, has
     /// just won the weak word).
+    #[inline]
     fn update_locked(&self, st: &mut SlotState, obj: NonNull<Header>, delta: i64) {
         let i = self.hash(obj.as_ptr());
         let e = st.cache[i];
         if !std::ptr::eq(e.obj, obj.as_ptr()) {
+            self.replace_entry_locked(st, i, obj, delta);
+        } else {
+            st.cache[i].delta += delta;
+        }
+    }
+
+    /// `update_locked`'s collision path: evicts entry `i` and gives it to `obj`.
+    ///
+    /// # Preconditions
+    /// As `update_locked`.
+    #[cold]
+    fn replace_entry_locked(&self, st: &mut SlotState, i: usize, obj: NonNull<Header>, delta: i64) {
+        let e = st.cache[i];
+        {
             if e.delta != 0 {
                 // SAFETY: a non-zero cached delta is a count: the entry's object is live.
                 let victim = unsafe { NonNull::new_unchecked(e.obj as *mut Header) };
@@ -626,8 +662,6 @@ impl Inner {
                 obj: obj.as_ptr(),
                 delta,
             };
-        } else {
-            st.cache[i].delta += delta;
         }
     }
 
@@ -659,18 +693,12 @@ impl Inner {
     fn review_locked(&self, _s: usize, st: &mut SlotState) -> Vec<NonNull<Header>> {
         let e = self.epoch();
         let mut frees = Vec::new();
-        if st.review.front().is_none_or(|it| e < it.tag + 2) {
-            // Tags never decrease along a slot's queue (each is `local + 1` at its push, and
-            // `local` only grows): nothing is due.
-            return frees;
-        }
-        let items = std::mem::take(&mut st.review);
-        for item in items {
-            if e < item.tag + 2 {
-                st.review.push_back(item);
-            } else {
-                self.review_item(st, item.obj, &mut frees);
-            }
+        // The queue is sorted by tag (pushes are `local + 1`, which only grows, and adopted
+        // orphans are inserted in order): the due items are a prefix. Re-queued items get tag
+        // `local + 1 > e - 2`, so they are not due again in this pass.
+        while st.review.front().is_some_and(|it| e >= it.tag + 2) {
+            let item = st.review.pop_front().expect("a front item");
+            self.review_item(st, item.obj, &mut frees);
         }
         frees
     }
@@ -721,6 +749,7 @@ impl Inner {
         let e = self.epoch();
         if force || (st.local < e && self.elapsed(st.last_flush, self.config.epoch_period)) {
             self.flush_locked(s, st);
+            self.adopt_orphans_locked(st);
             if st.local < e {
                 self.mark_flushed(s, st, e);
             }
@@ -728,21 +757,23 @@ impl Inner {
         self.review_locked(s, st)
     }
 
-    /// The orphan queue's due items, reviewed under slot `s`'s lock (re-queued items join
-    /// `s`'s queue).
-    fn review_orphans_locked(&self, st: &mut SlotState, frees: &mut Vec<NonNull<Header>>) {
-        let e = self.epoch();
-        let due = self.orphans.try_lock_with(|o| {
-            if o.queue.is_empty() {
-                return Vec::new();
-            }
-            let (due, keep): (Vec<Item>, Vec<Item>) =
-                o.queue.drain(..).partition(|it| e >= it.tag + 2);
-            o.queue = keep;
-            due
+    /// Moves the orphan queue's items (of detached slots and of `Ref`s dropped without a core)
+    /// into slot `st`'s queue, in tag order. Every counted flush adopts them, so an orphan
+    /// waits at most one epoch for a slot whose flushes review it.
+    ///
+    /// # Preconditions
+    /// The caller holds the slot's lock (`st`).
+    fn adopt_orphans_locked(&self, st: &mut SlotState) {
+        if self.orphans_pending.load(Relaxed) == 0 {
+            return;
+        }
+        let items = self.orphans.lock_with(|o| {
+            self.orphans_pending.store(0, Relaxed);
+            std::mem::take(&mut o.queue)
         });
-        for item in due.unwrap_or_default() {
-            self.review_item(st, item.obj, frees);
+        for item in items {
+            let at = st.review.partition_point(|it| it.tag <= item.tag);
+            st.review.insert(at, item);
         }
     }
 
@@ -782,8 +813,7 @@ impl Inner {
     /// review, take the orphans' due items, and help lagging slots once the epoch is overdue.
     fn maintain(&self, s: usize, force: bool) {
         let (frees, caught_up) = self.slots[s].state.lock_with(|st| {
-            let mut frees = self.maintain_locked(s, st, force);
-            self.review_orphans_locked(st, &mut frees);
+            let frees = self.maintain_locked(s, st, force);
             (frees, st.local >= self.epoch())
         });
         Frees {
@@ -818,11 +848,12 @@ impl Inner {
         }
         // SAFETY: the domain lives while its object does (this one is queued, not freed).
         let inner = unsafe { this.as_ref() };
+        // The epoch under the epoch lock: this zero happens-before the next advance.
+        let tag = inner.epochs.lock_with(|_| inner.epoch.load(Relaxed));
         let orphaned = inner.orphans.lock_with(|o| {
             if !o.orphaned {
-                // The epoch under the epoch lock: this zero happens-before the next advance.
-                let tag = inner.epochs.lock_with(|_| inner.epoch.load(Relaxed));
                 o.queue.push(Item { obj, tag });
+                inner.orphans_pending.store(o.queue.len(), Relaxed);
             }
             o.orphaned
         });
@@ -879,6 +910,7 @@ impl Inner {
             o.orphaned = true;
             let live: i64 = inner.slots.iter().map(|s| s.live.load(Relaxed)).sum();
             o.live += live + 1;
+            inner.orphans_pending.store(0, Relaxed);
             std::mem::take(&mut o.queue)
         });
         let mut items = items;
@@ -1111,11 +1143,12 @@ impl Core {
     }
 
     /// Refuses an object of another domain (its counts and reviews belong to that one).
-    fn check(&self, h: &Header) {
-        assert!(
-            h.domain == self.inner,
-            "a Ref of another Refcache passed to this Core"
-        );
+    fn check(&self, h: &Header) -> Result<(), ForeignHandle> {
+        if h.domain == self.inner {
+            Ok(())
+        } else {
+            Err(ForeignHandle("Ref"))
+        }
     }
 
     /// A new object holding `value`, with one reference (global count 1). Its `Drop` runs,
@@ -1143,6 +1176,7 @@ impl Core {
     }
 
     /// Runs one cache operation under the slot lock, then the maintenance check if due.
+    #[inline]
     fn op(&self, f: impl FnOnce(&Inner, &mut SlotState)) {
         let inner = self.inner();
         let due = inner.slots[self.slot].state.lock_with(|st| {
@@ -1162,42 +1196,43 @@ impl Core {
 
     /// Fig. 2's `inc`: another reference to `r`'s object, counted in this core's cache.
     ///
-    /// # Panics
-    /// When `r` belongs to another `Refcache`.
-    pub fn get<T>(&self, r: &Ref<T>) -> Ref<T> {
+    /// # Errors
+    /// [`ForeignHandle`] when `r` belongs to another `Refcache` (nothing is counted).
+    pub fn get<T>(&self, r: &Ref<T>) -> Result<Ref<T>, ForeignHandle> {
         let h = r.header();
-        self.check(h);
+        self.check(h)?;
         let obj = NonNull::from(h);
         self.op(|inner, st| inner.update_locked(st, obj, 1));
-        Ref {
+        Ok(Ref {
             ptr: r.ptr,
             _owns: PhantomData,
-        }
+        })
     }
 
     /// Fig. 2's `dec`: gives `r` back, counted in this core's cache.
     ///
-    /// # Panics
-    /// When `r` belongs to another `Refcache`.
-    pub fn put<T>(&self, r: Ref<T>) {
+    /// # Errors
+    /// [`ForeignHandle`] when `r` belongs to another `Refcache`; `r` is then given back through
+    /// its own domain's global count (as if dropped), so nothing leaks.
+    pub fn put<T>(&self, r: Ref<T>) -> Result<(), ForeignHandle> {
         let h = r.header();
-        self.check(h);
+        self.check(h)?;
         let obj = NonNull::from(h);
         std::mem::forget(r);
         self.op(|inner, st| inner.update_locked(st, obj, -1));
+        Ok(())
     }
 
     /// Fig. 2's `tryget`: a reference to `w`'s object if it is not freed (reviving it if its
     /// count is zero: its dying bit is cleared, so the pending review keeps it); `None` once it
     /// is freed.
     ///
-    /// # Panics
-    /// When `w` belongs to another `Refcache`.
-    pub fn tryget<T>(&self, w: &Weak<T>) -> Option<Ref<T>> {
-        assert!(
-            w.domain == self.inner,
-            "a Weak of another Refcache passed to this Core"
-        );
+    /// # Errors
+    /// [`ForeignHandle`] when `w` belongs to another `Refcache` (nothing is revived).
+    pub fn tryget<T>(&self, w: &Weak<T>) -> Result<Option<Ref<T>>, ForeignHandle> {
+        if w.domain != self.inner {
+            return Err(ForeignHandle("Weak"));
+        }
         // SAFETY: the cell lives while its `Weak` does.
         let word = unsafe { &w.cell.as_ref().word };
         let mut got = None;
@@ -1227,10 +1262,10 @@ impl Core {
                 return;
             }
         });
-        got.map(|obj| Ref {
+        Ok(got.map(|obj| Ref {
             ptr: obj.cast(),
             _owns: PhantomData,
-        })
+        }))
     }
 
     /// Flushes this core's cache now (counting it for the current epoch), then reviews its
@@ -1241,8 +1276,10 @@ impl Core {
 
     /// Drives one whole epoch: flushes this core and, on their behalf, every active slot that
     /// has not flushed for it (waiting for their locks), so that the global epoch advances at
-    /// least once; then reviews. Three calls free every object whose true count was zero
-    /// before the first (two, if no other core queued it).
+    /// least once; then reviews. An object is freed at most 8 epochs after its last reference
+    /// went (the bound `tests/refcache_stress.rs` asserts: its last delta is flushed within an
+    /// epoch, it is reviewed two to three epochs after its last zero, and a dirty zero is
+    /// re-queued once more), so 8 calls free every object unreferenced before the first.
     pub fn synchronize(&self) {
         let inner = self.inner();
         let start = inner.epoch();
@@ -1455,12 +1492,12 @@ mod tests {
         let core = rc.core(0);
         let (p, dropped) = probe();
         let r = core.alloc(p);
-        let r2 = core.get(&r);
-        core.put(r);
+        let r2 = core.get(&r).unwrap();
+        core.put(r).unwrap();
         core.synchronize();
         core.synchronize();
         assert_eq!(dropped.load(SeqCst), 0, "a reference is held");
-        core.put(r2);
+        core.put(r2).unwrap();
         // Flushed at the next epoch (tag e), reviewed at e + 2.
         for _ in 0..4 {
             core.synchronize();
@@ -1481,14 +1518,14 @@ mod tests {
         );
         let core = rc.core(0);
         let r = core.alloc(7u32);
-        let refs: Vec<_> = (0..10).map(|_| core.get(&r)).collect();
+        let refs: Vec<_> = (0..10).map(|_| core.get(&r).unwrap()).collect();
         assert_eq!(r.header().state.lock_with(|os| os.refcnt), 1, "cached");
         for x in refs {
-            core.put(x);
+            core.put(x).unwrap();
         }
         assert_eq!(r.header().state.lock_with(|os| os.refcnt), 1);
         assert_eq!(*r, 7);
-        core.put(r);
+        core.put(r).unwrap();
     }
 
     #[test]
@@ -1503,12 +1540,12 @@ mod tests {
         let core = rc.core(0);
         let a = core.alloc(1u8);
         let b = core.alloc(2u8);
-        let a2 = core.get(&a);
-        let b2 = core.get(&b); // evicts a's +1
+        let a2 = core.get(&a).unwrap();
+        let b2 = core.get(&b).unwrap(); // evicts a's +1
         assert_eq!(a.header().state.lock_with(|os| os.refcnt), 2);
         assert_eq!(b.header().state.lock_with(|os| os.refcnt), 1);
         for r in [a, a2, b, b2] {
-            core.put(r);
+            core.put(r).unwrap();
         }
     }
 
@@ -1526,10 +1563,10 @@ mod tests {
         let core = rc.core(0);
         let (p, dropped) = probe();
         let r = core.alloc(p);
-        let held = core.get(&r); // cached +1
-        core.put(r); // cached 0
-                     // Make the global count reach zero while a reference exists: evict -1 directly.
-        let raw = Ref::into_raw(core.get(&held));
+        let held = core.get(&r).unwrap(); // cached +1
+        core.put(r).unwrap(); // cached 0
+                              // Make the global count reach zero while a reference exists: evict -1 directly.
+        let raw = Ref::into_raw(core.get(&held).unwrap());
         rc.inner().slots[0]
             .state
             .lock_with(|st| rc.inner().flush_locked(0, st)); // global 2
@@ -1563,7 +1600,7 @@ mod tests {
             "one weak reference per object"
         );
         assert!(w.refers_to(&r));
-        core.put(r);
+        core.put(r).unwrap();
         // Flush only (no review): zero, queued, dying.
         rc.inner().slots[0]
             .state
@@ -1571,20 +1608,20 @@ mod tests {
         // SAFETY: the cell lives while its `Weak` does.
         let word = |w: &Weak<Probe>| unsafe { w.cell.as_ref() }.word.load(SeqCst);
         assert_eq!(word(&w) & DYING, DYING);
-        let revived = core.tryget(&w).expect("not freed yet");
+        let revived = core.tryget(&w).unwrap().expect("not freed yet");
         assert_eq!(word(&w) & DYING, 0, "revived: no longer dying");
         for _ in 0..6 {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 0, "revived");
         assert!(!w.is_freed());
-        core.put(revived);
+        core.put(revived).unwrap();
         for _ in 0..6 {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 1);
         assert!(w.is_freed());
-        assert!(core.tryget(&w).is_none());
+        assert!(core.tryget(&w).unwrap().is_none());
     }
 
     #[test]
@@ -1596,7 +1633,7 @@ mod tests {
         drop(Ref::downgrade(&r).unwrap());
         let w = Ref::downgrade(&r).expect("the first weak is gone");
         drop(w);
-        core.put(r);
+        core.put(r).unwrap();
         for _ in 0..4 {
             core.synchronize();
         }
@@ -1604,26 +1641,24 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "another Refcache")]
-    fn a_core_refuses_a_ref_of_another_refcache() {
+    fn a_core_refuses_handles_of_another_refcache() {
         let a = eager(1, 4);
         let b = eager(1, 4);
         let ca = a.core(0);
         let cb = b.core(0);
-        let r = ca.alloc(1u8);
-        let _ = cb.get(&r);
-    }
-
-    #[test]
-    #[should_panic(expected = "another Refcache")]
-    fn a_core_refuses_a_weak_of_another_refcache() {
-        let a = eager(1, 4);
-        let b = eager(1, 4);
-        let ca = a.core(0);
-        let cb = b.core(0);
-        let r = ca.alloc(1u8);
+        let (p, dropped) = probe();
+        let r = ca.alloc(p);
         let w = Ref::downgrade(&r).unwrap();
-        let _ = cb.tryget(&w);
+        assert_eq!(cb.get(&r).err(), Some(ForeignHandle("Ref")));
+        assert_eq!(cb.tryget(&w).err(), Some(ForeignHandle("Weak")));
+        assert!(Ref::belongs_to(&r, &a) && !Ref::belongs_to(&r, &b));
+        // Refused, but given back through its own domain: freed there in time.
+        assert_eq!(cb.put(r), Err(ForeignHandle("Ref")));
+        for _ in 0..4 {
+            ca.synchronize();
+        }
+        assert_eq!(dropped.load(SeqCst), 1);
+        assert!(w.is_freed());
     }
 
     #[test]
@@ -1634,15 +1669,15 @@ mod tests {
         let (p, dropped) = probe();
         let r = busy.alloc(p);
         // The idle core holds a cached reference and never maintains.
-        let held = idle.get(&r);
-        busy.put(r);
+        let held = idle.get(&r).unwrap();
+        busy.put(r).unwrap();
         let start = rc.epoch();
         for _ in 0..10 {
             busy.flush();
         }
         assert!(rc.epoch() >= start + 5, "helpers flushed the idle core");
         assert_eq!(dropped.load(SeqCst), 0, "its cached reference counts");
-        idle.put(held);
+        idle.put(held).unwrap();
         for _ in 0..10 {
             busy.flush();
         }
@@ -1657,7 +1692,7 @@ mod tests {
         let b = rc.core(1);
         let (p, dropped) = probe();
         let r = b.alloc(p);
-        b.put(r);
+        b.put(r).unwrap();
         drop(b); // flushes: zero, queued, handed to the orphan queue
         for _ in 0..4 {
             a.synchronize();
@@ -1675,9 +1710,9 @@ mod tests {
         let a = core.alloc(p1);
         let b = core.alloc(p2);
         let w = Ref::downgrade(&b).unwrap();
-        core.put(a);
-        let b2 = core.get(&b);
-        core.put(b);
+        core.put(a).unwrap();
+        let b2 = core.get(&b).unwrap();
+        core.put(b).unwrap();
         drop(core);
         drop(rc);
         assert_eq!(d1.load(SeqCst), 1, "a queued zero is freed at teardown");
@@ -1709,14 +1744,14 @@ mod tests {
         let core = rc.core(0);
         let (p, dropped) = probe();
         let r = core.alloc(p);
-        let raw = Ref::into_raw(core.get(&r));
-        core.put(r);
+        let raw = Ref::into_raw(core.get(&r).unwrap());
+        core.put(r).unwrap();
         for _ in 0..4 {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 0);
         // SAFETY: from the `into_raw` above, taken back once.
-        core.put(unsafe { Ref::from_raw(raw) });
+        core.put(unsafe { Ref::from_raw(raw) }).unwrap();
         for _ in 0..4 {
             core.synchronize();
         }

@@ -34,6 +34,7 @@ unsafe impl<T: Send> Send for SpinMutex<T> {}
 struct Unlock<'a>(&'a AtomicBool);
 
 impl Drop for Unlock<'_> {
+    #[inline]
     fn drop(&mut self) {
         // Release: publishes the holder's writes; pairs with the Acquire CAS of the next lock.
         self.0.store(false, Release);
@@ -48,6 +49,7 @@ impl<T> SpinMutex<T> {
         }
     }
 
+    #[inline]
     fn try_acquire(&self) -> bool {
         // Acquire: pairs with the Release store in `Unlock::drop` of the previous holder.
         !self.locked.load(Relaxed)
@@ -61,15 +63,21 @@ impl<T> SpinMutex<T> {
     #[inline]
     pub(crate) fn lock_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         if !self.try_acquire() {
-            let backoff = Backoff::new();
-            loop {
-                spin(&backoff);
-                if self.try_acquire() {
-                    break;
-                }
-            }
+            self.wait();
         }
         self.locked_with(f)
+    }
+
+    /// The slow path of `lock_with`: spins until the lock is acquired.
+    #[cold]
+    fn wait(&self) {
+        let backoff = Backoff::new();
+        loop {
+            spin(&backoff);
+            if self.try_acquire() {
+                return;
+            }
+        }
     }
 
     /// Runs `f` on the value if the lock is free now; `None` (and `f` not run) if it is held.
@@ -80,6 +88,7 @@ impl<T> SpinMutex<T> {
 
     /// # Preconditions
     /// The calling thread has just acquired the lock; this releases it.
+    #[inline]
     fn locked_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let _unlock = Unlock(&self.locked);
         // SAFETY: the lock is held (precondition): no other reference to the value exists until

@@ -23,6 +23,7 @@ pub mod rcu_gp;
 pub mod rcu_read;
 pub mod rcu_update;
 pub mod readers_writers;
+pub mod refcount;
 pub mod soft_fault;
 pub mod vm;
 
@@ -41,6 +42,7 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &readers_writers::ReadersWriters,
         &limit_counter::LIMIT_COUNTER,
         &limit_counter::LIMIT_COUNTER_NEAR,
+        &refcount::Refcount,
         &vm::Vm(alloc::Alloc),
         &vm::Vm(alloc_fault_modify::AllocFaultModify),
         &vm::Vm(local::Local),

@@ -203,6 +203,10 @@ mod refcache {
         }
     }
 
+    /// Every object and weak reference a map's core is given is one of that map's (one
+    /// Refcache per map): `ForeignHandle` cannot happen.
+    const OWN: &str = "a node object of this map's Refcache";
+
     /// The traversal references an operation holds: node and reference.
     pub(crate) type Pins = Vec<(*const Node, Ref<NodeObj>)>;
 
@@ -226,7 +230,7 @@ mod refcache {
             let Some(w) = (unsafe { (*node).rc.weak.as_ref() }) else {
                 return true; // the root: never freed
             };
-            match self.core.tryget(w) {
+            match self.core.tryget(w).expect(OWN) {
                 Some(r) => {
                     pins.push((node, r));
                     true
@@ -252,7 +256,7 @@ mod refcache {
                 (*node).rc.weak = Some(weak);
             }
             for _ in 0..used {
-                let _ = Ref::into_raw(self.core.get(&r));
+                let _ = Ref::into_raw(self.core.get(&r).expect(OWN));
             }
             pins.push((node, r));
         }
@@ -275,12 +279,12 @@ mod refcache {
                     .expect("a node whose slot is filled is pinned")
                     .1;
                 for _ in 0..delta {
-                    let _ = Ref::into_raw(self.core.get(pin));
+                    let _ = Ref::into_raw(self.core.get(pin).expect(OWN));
                 }
             } else {
                 for _ in 0..-delta {
                     // SAFETY: the slot held one count (the caller's contract).
-                    self.core.put(unsafe { Ref::from_raw(obj) });
+                    self.core.put(unsafe { Ref::from_raw(obj) }).expect(OWN);
                 }
             }
         }
@@ -288,7 +292,7 @@ mod refcache {
         /// Gives back every traversal reference.
         pub(crate) fn unpin_all(&self, pins: &mut Pins) {
             for (_, r) in pins.drain(..) {
-                self.core.put(r);
+                self.core.put(r).expect(OWN);
             }
         }
     }
@@ -356,9 +360,9 @@ mod refcache {
             }
         }
 
-        /// Drives Refcache epochs on `core` until every node that is empty and unreferenced
-        /// now has been freed, ancestors emptied by those frees included (a level per three
-        /// epochs): `rounds` synchronizations.
+        /// Drives Refcache epochs on `core`: `rounds` synchronizations (Refcache frees an
+        /// object at most 8 epochs after its last reference went; an ancestor emptied by a
+        /// child's free takes as many more).
         pub(crate) fn collect(&self, core: &CoreHandle, rounds: usize) {
             for _ in 0..rounds {
                 core.synchronize();
