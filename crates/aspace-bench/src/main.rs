@@ -587,7 +587,7 @@ mod tests {
         assert!(matches!(rw("3", "3"), Err(BenchError::InvalidArgument(_))));
         let p = rw("3", "2").unwrap();
         assert_eq!(p.config.writers, 2);
-        assert_eq!(p.points.len(), 4);
+        assert_eq!(p.points.len(), 5, "one point per design at 3 threads");
         assert!(rw("1", "0").is_ok());
     }
 

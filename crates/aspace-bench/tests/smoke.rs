@@ -78,7 +78,7 @@ fn rcu_gp_with_a_reader_thread_records_latencies() {
 fn ds_workloads_on_two_threads_find_every_interval_and_cycle_their_populations() {
     for name in ["ds-query", "ds-alloc", "ds-map"] {
         let w = workloads::find(name).unwrap();
-        assert_eq!(w.designs(), ["btree", "bonsai", "skiplist"]);
+        assert_eq!(w.designs(), ["btree", "bonsai", "skiplist", "radix"]);
         for design in w.designs() {
             let s = w.run(design, 2, &tiny()).unwrap();
             assert!(s.ops_per_sec > 0.0, "{name} {design}");
@@ -101,7 +101,7 @@ fn readers_writers_reports_reader_and_writer_rates_without_misses() {
     let w = workloads::find("readers-writers").unwrap();
     assert_eq!(
         w.designs(),
-        ["btree", "bonsai", "skiplist", "crossbeam-skipmap"]
+        ["btree", "bonsai", "skiplist", "radix", "crossbeam-skipmap"]
     );
     for design in w.designs() {
         let s = w.run(design, 2, &tiny()).unwrap();

@@ -174,8 +174,8 @@ where
     ///
     /// Under concurrent updates a visit is not a snapshot. Every implementation yields each
     /// interval present for the whole visit exactly once, and only intervals present at some
-    /// moment of it. `btree` and `skiplist` also yield in address order with no two yielded
-    /// intervals overlapping; `bonsai` does not promise that when two or more updates commit
+    /// moment of it. `btree`, `skiplist` and `radix` also yield in address order with no two
+    /// yielded intervals overlapping; `bonsai` does not promise that when two or more updates commit
     /// during one walk (a walker on a node an update removed can follow its frozen child
     /// pointers into a subtree a later in-place update changed): a caller that computes gaps
     /// from a `bonsai` visit must hold the writer out or check the order itself.

@@ -14,6 +14,12 @@
 //!   SOSP'25): lock-free queries under an RCU guard, updates that lock only the nodes of the
 //!   range they change (so updates of disjoint ranges run in parallel), optional per-core
 //!   arenas; it also implements [`IntervalLocking`].
+//! - [`RadixMap`] (`radix.rs`): RadixVM's radix tree (Clements, Kaashoek, Zeldovich, EuroSys'13,
+//!   §3.2, §3.4): nodes of 512 slots indexed by nine bits of the page number, a lock bit per
+//!   slot, uniform ranges folded into one interior slot, lazy expansion that propagates lock
+//!   bits, range locking left to right; lock-free queries under an RCU guard; updates of
+//!   disjoint ranges share no written line; nodes reclaimed through Refcache weak references
+//!   (`aspace_sync::Refcache`); it also implements [`IntervalLocking`].
 //!
 //!
 //! Beside them, not an interval map: [`Cht`] (`cht.rs`), the resizable concurrent hash table of
@@ -26,10 +32,13 @@
 //!   checks that the guard belongs to its own domain and panics otherwise.
 //! - `map`/`alloc` of bonsai serialize on its single writer `Mutex`, of btree on the write side
 //!   of its `RwLock`; skiplist updates lock the nodes of their range (interval locking, left to
-//!   right) inside a pooled read section, and `alloc` claims a gap with one CAS.
+//!   right) inside a pooled read section, and `alloc` claims a gap with one CAS; radix updates
+//!   lock the slots of their range's dynamic interval (left to right, lock bits in the slot
+//!   words) inside a pooled read section and publish through one descriptor commit.
 //! - User code (a value's `Clone`/`Drop`, `visit`'s closure) may run while a lock of the map is
 //!   held: btree's lock during `visit`'s callback, while a `query` result lives, and in updates;
-//!   bonsai's writer lock and skiplist node locks while an update clones remainders. Every map
+//!   bonsai's writer lock, skiplist node locks and radix slot locks while an update clones
+//!   remainders. Every map
 //!   is panic-safe there: a panic leaves the map consistent (before the commit: unchanged),
 //!   releases its locks and frees nothing a reader may still hold (`tests/panic_safety.rs`).
 //! - Every node allocation of an update is fallible and comes before its commit: a failure
@@ -38,7 +47,10 @@
 //!   the global allocator's (abort on failure), at most one per update (bonsai) or per 64
 //!   retired nodes (skiplist).
 //! - Nodes unlinked by an update are freed after a grace period of the map's domain (bonsai:
-//!   one batch per update; skiplist: batched per reader slot, `skiplist/retire.rs`).
+//!   one batch per update; skiplist: batched per reader slot, `skiplist/retire.rs`; radix:
+//!   records and descriptors batched per reader slot, `radix/retire.rs`, and nodes freed by
+//!   Refcache once empty for two epochs, their memory after a grace period,
+//!   `radix/reclaim.rs`).
 //!
 //! - `Cht`: `get`/`for_each_equal` run under the caller's guard (checked like the maps');
 //!   `insert`/`insert_unique`/`remove` take no lock (CASes inside a pooled read section; they
@@ -56,6 +68,7 @@ pub mod cht;
 pub mod contract;
 mod fault;
 mod free_gaps;
+pub mod radix;
 pub mod skiplist;
 mod sync;
 mod validate;
@@ -64,4 +77,5 @@ pub use bonsai::BonsaiMap;
 pub use btree::BTreeIntervalMap;
 pub use cht::{Cht, ChtConfig};
 pub use contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
+pub use radix::{RadixLocked, RadixMap};
 pub use skiplist::{ArenaAllocError, ArenaLayout, SkipListMap, SkipLocked};

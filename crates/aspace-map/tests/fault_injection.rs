@@ -14,7 +14,7 @@
 
 use aspace_map::{
     ArenaLayout, BTreeIntervalMap, BonsaiMap, Interval, IntervalLocking, IntervalMap, MapError,
-    SkipListMap, PAGE_SIZE as P,
+    RadixMap, SkipListMap, PAGE_SIZE as P,
 };
 use aspace_rcu::Domain;
 use std::ops::ControlFlow;
@@ -81,6 +81,18 @@ impl Faulty for BonsaiMap<Val> {
 }
 
 impl Faulty for SkipListMap<Val> {
+    fn fail_after(&self, n: Option<usize>) {
+        self.fail_allocations_after(n);
+    }
+    fn check(&self) {
+        self.check_invariants();
+    }
+    fn quiesce(&self) {
+        self.barrier();
+    }
+}
+
+impl Faulty for RadixMap<Val> {
     fn fail_after(&self, n: Option<usize>) {
         self.fail_allocations_after(n);
     }
@@ -279,6 +291,38 @@ fn bonsai_allocation_failures_in_a_map_over_free_pages_and_one_whole_interval_ch
 #[test]
 fn skiplist_allocation_failures_in_a_map_over_free_pages_and_one_whole_interval_change_nothing() {
     assert!(free_ends_around_one_interval(|| SkipListMap::new(Domain::new())) >= 1);
+}
+
+#[test]
+fn radix_allocation_failures_change_nothing_leak_nothing_and_the_retry_succeeds() {
+    // Split: head, new and tail records, the leaf's expansion... (nodes, records and the
+    // descriptor are all fallible allocations); overwrite: head, new, tail, descriptor; unmap:
+    // head, tail, descriptor; alloc: its record and descriptor.
+    cases(|| RadixMap::new(Domain::new()), [4, 4, 3, 2]);
+}
+
+#[test]
+fn radix_allocation_failures_in_a_map_over_free_pages_and_one_whole_interval_change_nothing() {
+    // The new record and the descriptor.
+    assert!(free_ends_around_one_interval(|| RadixMap::new(Domain::new())) >= 2);
+}
+
+#[test]
+fn radix_lock_and_swap_allocation_failures_are_clean() {
+    // A swap of a held range by two intervals, trimming the one it overlaps, and an alloc
+    // that must expand a folded slot (a node) before its record and descriptor.
+    let swap: Op<RadixMap<Val>> = |m, live| {
+        let l = m.lock(41 * P..43 * P)?;
+        let new = vec![(Interval::new(41 * P, 42 * P).unwrap(), Val::new(6, live))];
+        m.swap(l, new)
+    };
+    assert!(fail_each_allocation(|| RadixMap::new(Domain::new()), &populated(), swap) >= 3);
+    let expand: Op<RadixMap<Val>> = |m, live| {
+        let iv = m.alloc((1 << 30)..(2 << 30), 3 * P, Val::new(9, live))?;
+        assert_eq!(iv, Interval::new(1 << 30, (1 << 30) + 3 * P).unwrap());
+        Ok(())
+    };
+    assert!(fail_each_allocation(|| RadixMap::new(Domain::new()), &populated(), expand) >= 3);
 }
 
 const LAYOUT: ArenaLayout = ArenaLayout {

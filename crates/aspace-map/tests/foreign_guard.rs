@@ -3,7 +3,7 @@
 //! on a foreign one (in every build) instead of reading nodes its grace periods do not protect.
 #![cfg(not(loom))]
 
-use aspace_map::{BTreeIntervalMap, BonsaiMap, IntervalMap, SkipListMap, PAGE_SIZE as P};
+use aspace_map::{BTreeIntervalMap, BonsaiMap, IntervalMap, RadixMap, SkipListMap, PAGE_SIZE as P};
 use aspace_rcu::Domain;
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,4 +54,9 @@ fn bonsai_refuses_a_guard_of_another_domain() {
 #[test]
 fn skiplist_refuses_a_guard_of_another_domain() {
     foreign_guards_panic(SkipListMap::new(Domain::new()));
+}
+
+#[test]
+fn radix_refuses_a_guard_of_another_domain() {
+    foreign_guards_panic(RadixMap::new(Domain::new()));
 }

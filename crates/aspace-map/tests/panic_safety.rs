@@ -15,7 +15,7 @@
 #![cfg(not(loom))]
 
 use aspace_map::{
-    BTreeIntervalMap, BonsaiMap, Interval, IntervalLocking, IntervalMap, SkipListMap,
+    BTreeIntervalMap, BonsaiMap, Interval, IntervalLocking, IntervalMap, RadixMap, SkipListMap,
     KEY_SPACE_END, PAGE_SIZE as P,
 };
 use aspace_rcu::Domain;
@@ -130,6 +130,19 @@ impl Harness for BonsaiMap<Val> {
 }
 
 impl Harness for SkipListMap<Val> {
+    const RCU: bool = true;
+    fn make() -> Self {
+        Self::new(Domain::new())
+    }
+    fn check(&self) {
+        self.check_invariants();
+    }
+    fn quiesce(&self) {
+        self.barrier();
+    }
+}
+
+impl Harness for RadixMap<Val> {
     const RCU: bool = true;
     fn make() -> Self {
         Self::new(Domain::new())
@@ -412,6 +425,7 @@ macro_rules! panic_safety {
 panic_safety!(btree, BTreeIntervalMap<Val>);
 panic_safety!(bonsai, BonsaiMap<Val>);
 panic_safety!(skiplist, SkipListMap<Val>);
+panic_safety!(radix, RadixMap<Val>);
 
 /// Skiplist interval locking: a `swap` whose remainder clone panics releases the held range.
 #[test]
@@ -454,6 +468,36 @@ fn skiplist_map_with_a_panicking_clone_leaves_no_node_locked() {
         let iv = m.alloc(0..64 * P, 4 * P, Val::new(401, &c2)).unwrap();
         assert_eq!(iv.start, 11 * P, "first fit above [10, 11)");
         m.map(0..3 * P, Some(Val::new(402, &c2))).unwrap();
+    });
+    m.quiesce();
+    m.check();
+    drop(m);
+    assert_eq!(ctl.live.load(Relaxed), 0);
+}
+
+/// Radix interval locking: a `swap` whose remainder clone panics releases the held range, and
+/// nothing changed.
+#[test]
+fn radix_swap_with_a_panicking_clone_releases_the_range() {
+    let ctl = Arc::new(Ctl::default());
+    let m = Arc::new(RadixMap::<Val>::make());
+    let before = populate(&*m, &ctl);
+    let locked = m.lock(3 * P..6 * P).unwrap();
+    assert_eq!(
+        locked.held(),
+        Interval::new(2 * P, 9 * P).unwrap(),
+        "the dynamic interval"
+    );
+    ctl.clone_panic_in.store(1, Relaxed);
+    let new = vec![(Interval::new(3 * P, 4 * P).unwrap(), Val::new(300, &ctl))];
+    let r = catch_unwind(AssertUnwindSafe(|| m.swap(locked, new)));
+    ctl.clone_panic_in.store(0, Relaxed);
+    assert!(r.is_err(), "the head remainder [2, 3) is cloned");
+    m.check();
+    assert_eq!(contents(&*m), before);
+    completes(&m, "a lock of the same range", |m| {
+        let l = m.lock(0..10 * P).unwrap();
+        m.swap(l, Vec::new()).unwrap();
     });
     m.quiesce();
     m.check();

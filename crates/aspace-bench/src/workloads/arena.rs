@@ -10,13 +10,17 @@
 //! merge. `n` is at most [`MAX_INTERVALS`] so the population fits in the arena.
 //!
 //! Designs ([`DESIGNS`]): `btree` (`aspace_map::btree::BTreeIntervalMap`, one `RwLock`, the
-//! baseline), `bonsai` (`aspace_map::bonsai::BonsaiMap`, RCU lookups, one writer lock) and
+//! baseline), `bonsai` (`aspace_map::bonsai::BonsaiMap`, RCU lookups, one writer lock),
 //! `skiplist` (`aspace_map::skiplist::SkipListMap`, the SOSP'25 interval skiplist, built with
 //! [`layout`]: one skiplist arena per thread, exactly the bench's arenas, so its separators sit
-//! at the bench's arena boundaries). Each repeat builds a fresh map in a fresh memb `Domain`.
+//! at the bench's arena boundaries) and `radix` (`aspace_map::radix::RadixMap`, RadixVM's radix
+//! tree: lock-free lookups, per-slot lock bits, nodes reclaimed through Refcache; each thread's
+//! 64 GiB arena is 64 slots of one level-2 node, so threads share no written cache line once
+//! their paths are expanded). Each repeat builds a fresh map in a fresh memb `Domain`.
 //!
-//! Allocation ([`ArenaMap::alloc_own`]): `btree` and `bonsai` allocate through the
-//! `IntervalMap` contract, `alloc(arena(t), len, v)` (first fit inside the thread's arena);
+//! Allocation ([`ArenaMap::alloc_own`]): `btree`, `bonsai` and `radix` allocate through the
+//! `IntervalMap` contract, `alloc(arena(t), len, v)` (first fit inside the thread's arena;
+//! `radix` searches from its per-core hint, `aspace_map`'s `radix/alloc.rs`);
 //! `skiplist` uses the paper's per-core arena allocation, `alloc_in_arena(t, len, v)` (first fit
 //! from the arena's hint, falling back to the shared region when the arena is full, which these
 //! workloads never fill). Both return the lowest gap of the arena.
@@ -33,7 +37,7 @@ use crate::harness::Timed;
 use crate::workload::{Baseline, Config, RatioStyle, Sample, ThreadCount, Workload};
 use aspace_map::bonsai::BonsaiMap;
 use aspace_map::btree::BTreeIntervalMap;
-use aspace_map::{ArenaLayout, Interval, IntervalMap, MapError, SkipListMap, PAGE_SIZE};
+use aspace_map::{ArenaLayout, Interval, IntervalMap, MapError, RadixMap, SkipListMap, PAGE_SIZE};
 use aspace_rcu::Domain;
 use std::ops::Range;
 use std::time::Duration;
@@ -48,7 +52,7 @@ pub const STRIDE: u64 = 32 << 10;
 pub const MAX_INTERVALS: usize = (ARENA_SIZE / STRIDE) as usize;
 
 /// The interval-map designs, baseline first.
-pub const DESIGNS: &[&str] = &["btree", "bonsai", "skiplist"];
+pub const DESIGNS: &[&str] = &["btree", "bonsai", "skiplist", "radix"];
 
 /// The `ds-*` workloads compare every map to `btree`.
 pub const BASELINE: Baseline = Baseline {
@@ -115,6 +119,8 @@ impl ArenaMap for BTreeIntervalMap<u64> {}
 
 impl ArenaMap for BonsaiMap<u64> {}
 
+impl ArenaMap for RadixMap<u64> {}
+
 impl ArenaMap for SkipListMap<u64> {
     /// The paper's per-core arena allocation (requires the map built with [`layout`]).
     fn alloc_own(&self, t: usize, len: u64, value: u64) -> Result<Interval, MapError> {
@@ -177,6 +183,7 @@ pub fn dispatch(
             threads,
             config,
         )),
+        "radix" => Ok(bench.run_map(RadixMap::<u64>::new(Domain::new()), threads, config)),
         other => Err(workload.unknown_design(other)),
     }
 }

@@ -2,7 +2,7 @@
 //! the map-level cost of `mmap` without a hint.
 //!
 //! Each thread repeatedly allocates 16 KiB in its own arena (`ArenaMap::alloc_own` in `arena.rs`):
-//! `btree` and `bonsai` through the contract's `map.alloc(arena, 16 KiB, v)`, `skiplist` through
+//! `btree`, `bonsai` and `radix` through the contract's `map.alloc(arena, 16 KiB, v)`, `skiplist` through
 //! the paper's per-core `alloc_in_arena(thread, 16 KiB, v)` (first fit from the arena's hint);
 //! allocations are contiguous from the arena's start. A fixed-duration run would otherwise grow the
 //! map without bound (and with it the tree height, so the rate would drift), so when a thread holds
@@ -20,7 +20,9 @@
 //! back to the arena start by the reset's free) and claims the gap with one CAS under no lock
 //! shared with the other arenas (`aspace_map`'s `skiplist/alloc.rs`, `skiplist/arena.rs`). `bonsai`
 //! descends its gap augmentation (subtree min start, max end, largest inner gap; `aspace_map`'s
-//! `bonsai/augment.rs`) in O(log n); `btree` keeps a second `BTreeMap` of free gaps under its lock
+//! `bonsai/augment.rs`) in O(log n); `radix` walks its slots from its per-core hint (the end of
+//! its last allocation in this arena; moved back by the reset's free), one slot read per
+//! interval, and claims the gap by locking its slots (`aspace_map`'s `radix/alloc.rs`); `btree` keeps a second `BTreeMap` of free gaps under its lock
 //! and scans it from `within.start` (O(log n + too-small gaps before the fit); this workload's
 //! allocations are contiguous, so the first gap it looks at fits). So the cost per `alloc` grows
 //! only logarithmically with `--intervals` (before the augmentation both walked every live

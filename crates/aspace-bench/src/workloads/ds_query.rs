@@ -13,8 +13,9 @@
 //!
 //! Hot path: nothing shared is written. The address array, its index and the miss count are the
 //! thread's own (stack and its own heap allocation); the stop flag is read every `BATCH`
-//! queries; the memb read guard writes only the reader's own cache-padded slot; `bonsai` lookups
-//! only load (no RMW), `btree` lookups write its `RwLock` word (why it does not scale).
+//! queries; the memb read guard writes only the reader's own cache-padded slot; `bonsai`,
+//! `skiplist` and `radix` lookups only load (no RMW; `radix`: one load per level, six levels),
+//! `btree` lookups write its `RwLock` word (why it does not scale).
 //!
 //! Scaling caveat: every thread's arena lives in the ONE map, so the 1-thread and 2-thread
 //! points query different trees, and the 2T/1T ratio measures the trees as much as the map's

@@ -24,8 +24,10 @@
 //! plus deletes per second, all writers; RadixVM counts insert/delete *pairs*, half of it),
 //! `readers` and `writers`.
 //!
-//! Designs: `btree`, `bonsai`, `skiplist` (the contract maps of `arena.rs`, the skiplist with one
-//! arena per thread) and `crossbeam-skipmap`, an external anchor for point operations: a
+//! Designs: `btree`, `bonsai`, `skiplist`, `radix` (the contract maps of `arena.rs`, the skiplist
+//! with one arena per thread; `radix` is the RadixVM radix tree of this very experiment, whose
+//! lookups write nothing and whose writer, in its own arena, writes no line a lookup reads once
+//! the writer's path is expanded) and `crossbeam-skipmap`, an external anchor for point operations: a
 //! `crossbeam_skiplist::SkipMap<start, (end, value)>` keyed by interval start, where a lookup is
 //! `range(..=addr).next_back()` plus the end check and writers `insert`/`remove` by start. It is
 //! a lock-free skiplist like RadixVM's, but not an interval map (no overlap handling, no alloc);
@@ -57,7 +59,7 @@ pub const POPULATION: usize = 1_000;
 pub const WRITER_KEYS: usize = 1_000;
 
 /// The designs, baseline first.
-pub const DESIGNS: &[&str] = &["btree", "bonsai", "skiplist", "crossbeam-skipmap"];
+pub const DESIGNS: &[&str] = &["btree", "bonsai", "skiplist", "radix", "crossbeam-skipmap"];
 
 /// The `readers-writers` workload.
 pub struct ReadersWriters;

@@ -1,0 +1,198 @@
+//! `alloc`: the first-fit gap search over the radix tree, and the per-core hints it starts from.
+//!
+//! # How a gap is found
+//! The search walks the value slots of `within` in address order, lock-free (`RawRadix::walk`):
+//! a free slot extends the current run of free pages (a folded free slot adds its whole span at
+//! once: one word for up to 2^45 pages), a slot holding a record ends the run and the walk jumps
+//! to the record's end (a record's slots are contiguous: one interval costs one slot read, not
+//! one per page). The first run of `len` bytes is claimed: its pages are locked left to right
+//! like any range (`update.rs`, `Op::lock_exact`), checked free under the lock, and published
+//! with the new record; if a concurrent map took a page of it meanwhile, the locks are released
+//! and the search goes on from there. Sequentially this is exact first fit; under concurrency
+//! the claimed range was free at the claim and was the first fit of the state the walk saw (a
+//! gap freed behind the walk is not seen), as for the skiplist.
+//!
+//! # Per-core hints (and why no 4 GiB jumps)
+//! RadixVM's kernel did not search for gaps: each core carved fresh address space ahead of its
+//! last allocation, so freed space was never reused and a long-running allocator walked off the
+//! end of the address space in 4 GiB steps. Here each core (the updater's pooled reader slot,
+//! `skiplist/readers.rs`) keeps a [`Hint`]: the `within` it last allocated in, and a *lower bound
+//! of the first free page* of that range (every page of `[within.start, hint)` is mapped). A
+//! search starts at the hint when its `within` is the hint's, so a core that allocates
+//! contiguously does not re-walk what it allocated; and every free moves the hints below it back
+//! (a *retreat*), so freed space is found again by the next search, of any core: first fit stays
+//! exact.
+//!
+//! The protocol is the skiplist's arena hint (`skiplist/hint.rs`: an address packed with a
+//! 12-bit version; a search advances the hint by a CAS on the word it read, a free retreats it
+//! with a version bump, so an advance that raced a free fails; a search from the hint that finds
+//! nothing is repeated from `within.start`, which catches a wrapped version), with one more
+//! step, because a core's hint is not tied to one fixed range: a retreat must know the hint's
+//! `within` to move it only when the free is inside it (a free in thread 0's arena must not send
+//! thread 1 back to its arena's start). The range is two more words, written by the core before
+//! its first search of a new range (an *install*: `lo`/`hi` stored, then the word set to `lo`
+//! with a version bump, then a `SeqCst` fence); a free runs a `SeqCst` fence after its commit
+//! and before it reads the hints. The fences make the store-buffering race impossible: either
+//! the free's retreat sees the install (and bumps the version, failing the search's advance), or
+//! the search sees the free. A free reads the hints of active cores only (a bitmap written once
+//! per core): an unmap costs one fence and a few loads per allocating core, and writes only the
+//! hints it moves.
+//!
+//! A core's hint is written only by the operation holding that core's pooled reader slot, so
+//! its range is one core's at a time. The exception is the pool's overflow (more than 256
+//! threads in operations at once): a temporary reader uses its home slot's hint beside the
+//! slot's holder, and one may then search from a hint installed for the other's range. That
+//! costs exactness only (the search may start above a free gap of its range); the claim is
+//! still checked free under its locks.
+
+use super::tree::RawRadix;
+use crate::contract::{Interval, PAGE_SIZE};
+use crate::sync::stat::AtomicU64;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{fence, Ordering};
+
+/// The version bits of a hint word (the page offset bits of its address).
+pub(crate) const VERSION_MASK: u64 = PAGE_SIZE - 1;
+
+/// One core's hint (see the module doc).
+#[derive(Default)]
+pub(crate) struct Hint {
+    /// `address | version`: every page of `[lo, address)` is mapped.
+    word: AtomicU64,
+    /// The range the hint is for (addresses).
+    lo: AtomicU64,
+    hi: AtomicU64,
+}
+
+/// Every core's hint and which are in use.
+pub(crate) struct Hints {
+    hints: Box<[CachePadded<Hint>]>,
+    /// Bit `i` of word `i / 64`: core `i` has installed a range.
+    active: Box<[AtomicU64]>,
+}
+
+impl Hints {
+    pub(crate) fn new(cores: usize) -> Self {
+        Self {
+            hints: (0..cores)
+                .map(|_| CachePadded::new(Hint::default()))
+                .collect(),
+            active: (0..cores.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The hint word core `core` starts a search of `within` from (installing `within` first
+    /// if it is not the hint's range): `(word, address)`.
+    pub(crate) fn read(&self, core: usize, within: Interval) -> (u64, u64) {
+        let h = &self.hints[core];
+        // Relaxed: only this core writes its range (it holds the pooled slot).
+        if h.lo.load(Ordering::Relaxed) != within.start
+            || h.hi.load(Ordering::Relaxed) != within.end
+        {
+            let (i, bit) = (core / 64, 1u64 << (core % 64));
+            if self.active[i].load(Ordering::Relaxed) & bit == 0 {
+                // SeqCst with the fence below: a free that does not see the bit sees nothing of
+                // this core's hint, and its commit is then visible to our search.
+                self.active[i].fetch_or(bit, Ordering::SeqCst);
+            }
+            // Release: a free whose retreat reads the new range through the word (Acquire)
+            // sees it whole.
+            h.lo.store(within.start, Ordering::Release);
+            h.hi.store(within.end, Ordering::Release);
+            let _ = h
+                .word
+                .fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
+                    Some(within.start | (w.wrapping_add(1) & VERSION_MASK))
+                });
+            // See the module doc: either a free's retreat sees this install, or our search sees
+            // the free.
+            fence(Ordering::SeqCst);
+        }
+        // Acquire: pairs with a retreat's Release: a search from a retreated hint sees the free.
+        let w = h.word.load(Ordering::Acquire);
+        (w, w & !VERSION_MASK)
+    }
+
+    /// Moves core `core`'s hint forward to `to` if it is still `seen`.
+    pub(crate) fn advance(&self, core: usize, seen: u64, to: u64) {
+        let new = to | (seen & VERSION_MASK);
+        // Relaxed: the version CAS is the argument (a free since `seen` bumped it).
+        let _ =
+            self.hints[core]
+                .word
+                .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// After a free of `[s, e)` (addresses) was committed: moves back every hint whose range
+    /// it touches, to the start of the freed part of the range, with a version bump.
+    pub(crate) fn retreat(&self, s: u64, e: u64) {
+        // See the module doc (pairs with the install's fence).
+        fence(Ordering::SeqCst);
+        for (i, word) in self.active.iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != 0 {
+                let core = i * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let h = &self.hints[core];
+                let mut w = h.word.load(Ordering::Acquire);
+                loop {
+                    // Acquire on the word (above) makes the range installed with it visible.
+                    let (lo, hi) = (h.lo.load(Ordering::Acquire), h.hi.load(Ordering::Acquire));
+                    if e <= lo || hi <= s {
+                        break;
+                    }
+                    let to = (w & !VERSION_MASK).min(s.max(lo));
+                    let new = to | (w.wrapping_add(1) & VERSION_MASK);
+                    // Release: publishes the free (committed before this) to searches that
+                    // read the hint.
+                    match h
+                        .word
+                        .compare_exchange(w, new, Ordering::Release, Ordering::Acquire)
+                    {
+                        Ok(_) => break,
+                        Err(cur) => w = cur,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What one walk of the gap search found.
+pub(crate) struct Found {
+    /// First page of the first fit, if any.
+    pub(crate) fit: Option<u64>,
+    /// First free page seen (a lower bound of the first free page from the walk's start).
+    pub(crate) first_free: Option<u64>,
+}
+
+/// Walks `[from, hi)` pages for the first run of `len` free pages (see the module doc).
+///
+/// # Safety
+/// Inside a read section of the map's domain.
+pub(crate) unsafe fn first_fit<V>(raw: &RawRadix<V>, from: u64, hi: u64, len: u64) -> Found {
+    let mut run: Option<u64> = None;
+    let mut found = Found {
+        fit: None,
+        first_free: None,
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        raw.walk(from, hi, &mut |s, e, rec| match rec {
+            None => {
+                let start = *run.get_or_insert(s.max(from));
+                found.first_free.get_or_insert(start);
+                if e.min(hi) - start >= len {
+                    found.fit = Some(start);
+                    return u64::MAX;
+                }
+                e
+            }
+            Some(r) => {
+                run = None;
+                r.pages().1
+            }
+        })
+    };
+    found
+}

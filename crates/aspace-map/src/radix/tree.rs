@@ -1,0 +1,704 @@
+//! The raw radix tree: lock-free lookups and walks, and the slot lock protocol (range locking
+//! left to right, lazy expansion with lock-bit propagation, publication through a descriptor).
+//!
+//! Every `unsafe fn` here has the same precondition, written once: *every node, record and
+//! descriptor the call can reach stays alive for its duration*: the caller is inside a read
+//! section of the domain that removed memory is handed to (the facade), or nothing is freed
+//! while it runs (the loom models free only after joining their threads).
+//!
+//! # Range locking (RadixVM §3.4)
+//! [`RawRadix::lock_range`] visits the pages of a range in address order and locks, for each,
+//! the value slot on its path: a leaf slot where the tree is expanded, else the folded interior
+//! slot ("when locking a region that has not been expanded out to leaf nodes yet, RadixVM
+//! acquires locks on the corresponding internal node slots instead"). A slot is locked by one
+//! CAS setting its lock bit, after waiting for a holder to clear it; a slot that turned into a
+//! child pointer meanwhile (another holder expanded it) is descended into instead. Since every
+//! page has one value slot at any time and lockers take them in address order, two operations
+//! on overlapping ranges serialize at the leftmost slot they share, and no cycle of waiters can
+//! form: a locker only waits for a slot to the right of every slot it holds.
+//!
+//! # Lazy expansion (§3.2, §3.4)
+//! A held folded slot that a range boundary cuts is expanded: a node is allocated whose slots
+//! all hold the folded value, *with the lock bit* on every slot that the held range covers
+//! ("it propagates the lock bit to every entry in the newly allocated node"), and published by
+//! one `Release` store of the child pointer into the parent slot, which clears the parent's
+//! lock (the parent is no longer a value slot). The holder now holds the covered child slots;
+//! the others start unlocked, released at once (the paper holds them until the release; they
+//! cover no page of the range). A lookup that races the expansion reads the parent's old word
+//! (the folded value) or the complete node, whose every slot holds the same value: never a
+//! half-built node (loom model `expansion_vs_lookup`). A locker waiting on the parent sees the
+//! child pointer, descends, and waits on the inherited lock bits of the slots it needs.
+//!
+//! Folding: a range operation writes one value into every held slot, and held slots are as high
+//! as the tree allows: an operation whose range covers a whole folded slot's pages, whose child
+//! was never allocated, writes the value into that one interior slot (§3.4: "if the mapping
+//! covers an entire radix tree node, and the child nodes have not been allocated yet, the radix
+//! tree collapses the mapping metadata into a single slot in the interior of the tree").
+//! Expanded nodes are not collapsed back when they become uniform (nor were they in RadixVM);
+//! they are removed when they become empty (`reclaim.rs`).
+//!
+//! # Publication
+//! [`RawRadix::publish`]: see `node.rs` (descriptors). A single changed slot is published by its
+//! own store, which is atomic; several by the descriptor's commit.
+
+use super::geom::{index, slot_start, span, FANOUT, ROOT_LEVEL};
+use super::node::{is_value, record_of, untag, Desc, Node, Record, DESC, LOCK, NODE};
+use super::reclaim::{forget, Counter, Pins};
+use crate::contract::MapError;
+use crate::fault::AllocBudget;
+use crate::sync::{AtomicUsize, Ordering};
+use std::marker::PhantomData;
+
+/// Mutations of the lock protocol that the loom models must catch (`loom_tests.rs`). Only
+/// under `--cfg loom`; every other build has none.
+#[cfg(loom)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[allow(dead_code)] // the mutants are made by the models only
+pub(crate) enum Mutant {
+    /// The real protocol.
+    #[default]
+    None,
+    /// An expansion does not propagate the lock bit into the new node.
+    NoPropagate,
+    /// An expansion publishes the child pointer before it fills the node's slots.
+    PublishEarly,
+    /// The lock CAS does not wait for a held slot (a test-and-set that ignores the bit).
+    IgnoreLock,
+    /// Ranges that start at an odd page are locked right to left (one page's value slot at a
+    /// time), so that two lockers can take overlapping ranges in opposite orders.
+    MixedOrder,
+    /// A publication of several slots stores each slot's new record on its own (no
+    /// descriptor, no single commit).
+    NoDescriptor,
+}
+
+/// Yields while waiting for a lock holder (loom needs to see the yield to explore progress).
+#[inline]
+pub(crate) fn spin_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+/// A held value slot: its word at lock time (without the lock bit), where it is, and what it
+/// covers (`[start, start + span(level))` pages).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    pub(crate) slot: *const AtomicUsize,
+    pub(crate) node: *const Node,
+    pub(crate) level: usize,
+    pub(crate) start: u64,
+    pub(crate) word: usize,
+}
+
+impl Held {
+    /// One past the last page covered.
+    #[inline]
+    pub(crate) fn end(&self) -> u64 {
+        self.start + span(self.level)
+    }
+
+    /// Releases the slot unchanged.
+    ///
+    /// # Safety
+    /// The slot is held by the caller (and so alive).
+    pub(crate) unsafe fn release(&self) {
+        // Release: the holder's reads and writes happen before the next holder's (which locks
+        // with an Acquire CAS).
+        // SAFETY: the caller's contract.
+        unsafe { (*self.slot).store(self.word, Ordering::Release) };
+    }
+}
+
+/// What [`RawRadix::lock_slot`] found.
+enum Took {
+    /// The slot is now held (and its node pinned); its word before (no lock bit).
+    Locked(usize),
+    /// The slot points to this child node.
+    Child(*const Node),
+    /// The slot's node was freed by Refcache (its parent's slot is being cleared): start again
+    /// from the root.
+    Dead,
+}
+
+/// The raw tree (see the module doc).
+pub(crate) struct RawRadix<V> {
+    pub(crate) root: *mut Node,
+    #[cfg(loom)]
+    pub(crate) mutant: Mutant,
+    _values: PhantomData<V>,
+}
+
+// SAFETY: all shared mutation goes through atomics; records hold `V`s that readers share.
+unsafe impl<V: Send + Sync> Sync for RawRadix<V> {}
+// SAFETY: the tree owns its nodes and records.
+unsafe impl<V: Send> Send for RawRadix<V> {}
+
+impl<V> RawRadix<V> {
+    /// An empty tree: a root whose slots are all free.
+    pub(crate) fn new() -> Self {
+        Self {
+            root: Node::alloc(std::ptr::null(), 0, ROOT_LEVEL, 0, |_| 0),
+            #[cfg(loom)]
+            mutant: Mutant::None,
+            _values: PhantomData,
+        }
+    }
+
+    #[inline]
+    fn mutant(&self, _m: &'static str) -> bool {
+        #[cfg(loom)]
+        {
+            let name = match self.mutant {
+                Mutant::None => "",
+                Mutant::NoPropagate => "no_propagate",
+                Mutant::PublishEarly => "publish_early",
+                Mutant::IgnoreLock => "ignore_lock",
+                Mutant::MixedOrder => "mixed_order",
+                Mutant::NoDescriptor => "no_descriptor",
+            };
+            name == _m
+        }
+        #[cfg(not(loom))]
+        false
+    }
+
+    /// The record covering `page`, lock-free: one Acquire load per level, no write.
+    ///
+    /// # Safety
+    /// See the module doc.
+    #[inline]
+    pub(crate) unsafe fn find<'a>(&self, page: u64) -> Option<&'a Record<V>> {
+        let mut node = self.root as *const Node;
+        let mut level = ROOT_LEVEL;
+        loop {
+            // SAFETY: reachable nodes are alive (the module's precondition).
+            let w = unsafe { (*node).load(index(page, level)) };
+            if w & NODE != 0 {
+                node = untag(w) as *const Node;
+                level -= 1;
+                continue;
+            }
+            // SAFETY: as above; a value or descriptor word.
+            return unsafe { record_of(w, page) };
+        }
+    }
+
+    /// Calls `f(slot_start, slot_end, record)` on every value slot overlapping `[from, to)`
+    /// pages, in address order, lock-free (descriptors resolved at the slot's first page). `f` returns the next page of interest (at least the slot's end to
+    /// go on, `to` or beyond to stop): slots ending at or before it are skipped.
+    ///
+    /// # Safety
+    /// See the module doc.
+    pub(crate) unsafe fn walk<'a>(
+        &self,
+        from: u64,
+        to: u64,
+        f: &mut dyn FnMut(u64, u64, Option<&'a Record<V>>) -> u64,
+    ) {
+        let mut cursor = from;
+        // SAFETY: forwarded.
+        unsafe { self.walk_node(self.root, ROOT_LEVEL, 0, &mut cursor, to, f) };
+    }
+
+    /// [`walk`](Self::walk) inside one node.
+    unsafe fn walk_node<'a>(
+        &self,
+        node: *const Node,
+        level: usize,
+        nstart: u64,
+        cursor: &mut u64,
+        to: u64,
+        f: &mut dyn FnMut(u64, u64, Option<&'a Record<V>>) -> u64,
+    ) {
+        let sp = span(level);
+        let mut i = ((*cursor - nstart) / sp) as usize;
+        while i < FANOUT && *cursor < to {
+            let s = nstart + i as u64 * sp;
+            if s >= to {
+                return;
+            }
+            // SAFETY: reachable nodes are alive.
+            let w = unsafe { (*node).load(i) };
+            if w & NODE != 0 {
+                // SAFETY: forwarded.
+                unsafe { self.walk_node(untag(w) as *const Node, level - 1, s, cursor, to, f) };
+            } else {
+                let page = (*cursor).max(s);
+                // SAFETY: a value or descriptor word of a live slot.
+                let rec = unsafe { record_of::<V>(w, page) };
+                let next = f(s, s + sp, rec);
+                *cursor = (*cursor).max(next).max(s + sp);
+            }
+            let past = *cursor - nstart;
+            i = (i + 1).max(if past / sp >= FANOUT as u64 {
+                FANOUT
+            } else {
+                (past / sp) as usize
+            });
+        }
+    }
+
+    /// Locks the value slots covering `[lo, hi)` pages in address order (see the module doc),
+    /// appending them to `held` (they may reach past the range; [`refine`](Self::refine)
+    /// expands those).
+    ///
+    /// Every node it locks a slot of is pinned into `pins` (Refcache traversal references).
+    ///
+    /// # Safety
+    /// See the module doc. The caller holds no slot at or after `lo`.
+    pub(crate) unsafe fn lock_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        held: &mut Vec<Held>,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) {
+        if self.mutant("mixed_order") && lo % 2 == 1 {
+            // Mutation: right to left, one page at a time (each page's value slot).
+            let mut pos = hi;
+            while pos > lo {
+                let page = pos - 1;
+                // SAFETY: forwarded.
+                let h = unsafe { self.lock_one(page, counts, pins) };
+                pos = h.start.min(page);
+                held.push(h);
+            }
+            held.sort_by_key(|h| h.start);
+            return;
+        }
+        let mut pos = lo;
+        'descend: while pos < hi {
+            let mut node = self.root as *const Node;
+            let mut level = ROOT_LEVEL;
+            let mut i = index(pos, level);
+            loop {
+                // SAFETY: reachable nodes are alive.
+                let slot = unsafe { &(*node).slots[i] };
+                // SAFETY: inside a read section.
+                match unsafe { self.lock_slot(slot, node, counts, pins) } {
+                    Took::Child(c) => {
+                        node = c;
+                        level -= 1;
+                        i = index(pos, level);
+                    }
+                    Took::Dead => {
+                        spin_wait();
+                        continue 'descend;
+                    }
+                    Took::Locked(word) => {
+                        let start = slot_start(pos, level);
+                        held.push(Held {
+                            slot,
+                            node,
+                            level,
+                            start,
+                            word,
+                        });
+                        pos = start + span(level);
+                        if pos >= hi {
+                            return;
+                        }
+                        i += 1;
+                        if i == FANOUT {
+                            continue 'descend;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Locks the value slot covering `page` (the mutation `MixedOrder` only).
+    unsafe fn lock_one(&self, page: u64, counts: &Counter<'_>, pins: &mut Pins) -> Held {
+        let mut node = self.root as *const Node;
+        let mut level = ROOT_LEVEL;
+        loop {
+            // SAFETY: reachable nodes are alive.
+            let slot = unsafe { &(*node).slots[index(page, level)] };
+            // SAFETY: inside a read section.
+            match unsafe { self.lock_slot(slot, node, counts, pins) } {
+                Took::Child(c) => {
+                    node = c;
+                    level -= 1;
+                }
+                Took::Dead => {
+                    node = self.root;
+                    level = ROOT_LEVEL;
+                }
+                Took::Locked(word) => {
+                    return Held {
+                        slot,
+                        node,
+                        level,
+                        start: slot_start(page, level),
+                        word,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes the lock bit of `slot` (a slot of `node`), waiting for a holder; or reports a
+    /// child. Before it locks, it pins `node` (a Refcache traversal reference: `reclaim.rs`),
+    /// so that a node is never freed while a slot of it is held; a node that Refcache has
+    /// freed already (empty, unreferenced; its parent's slot is being cleared) is reported
+    /// `Dead`. Nodes passed through on the way down are not pinned: they cannot be freed while
+    /// a pinned node below them is linked (each child pointer is one of its node's uses).
+    ///
+    /// # Safety
+    /// Inside a read section (`node`, and a child read from the slot, stay alive).
+    unsafe fn lock_slot(
+        &self,
+        slot: &AtomicUsize,
+        node: *const Node,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) -> Took {
+        loop {
+            // Acquire: a child pointer's node must be initialised for us (pairs with the
+            // expansion's Release store).
+            let w = slot.load(Ordering::Acquire);
+            if w & NODE != 0 {
+                return Took::Child(untag(w) as *const Node);
+            }
+            if w & LOCK != 0 && !self.mutant("ignore_lock") {
+                spin_wait();
+                continue;
+            }
+            // SAFETY: `node` was reached inside the caller's read section.
+            if !unsafe { counts.pin(node, pins) } {
+                return Took::Dead;
+            }
+            let w = w & !LOCK;
+            // Acquire: the previous holder's writes (its Release store of the slot) happen
+            // before ours.
+            if slot
+                .compare_exchange_weak(w, w | LOCK, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                || (self.mutant("ignore_lock") && {
+                    slot.store(w | LOCK, Ordering::Relaxed);
+                    true
+                })
+            {
+                return Took::Locked(w);
+            }
+        }
+    }
+
+    /// Expands held slots so that no held slot has a page of `cuts` strictly inside it, and
+    /// releases the parts outside `[lo, hi)` (every held slot must overlap it). `cuts` must
+    /// include `lo` and `hi`. New nodes are pinned into `pins`.
+    ///
+    /// On error (an expansion's node allocation failed) every slot still held, expanded or
+    /// not, is in `held`, which the caller releases.
+    ///
+    /// # Safety
+    /// See the module doc; `held` are held by the caller, sorted and contiguous.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn refine(
+        &self,
+        held: &mut Vec<Held>,
+        lo: u64,
+        hi: u64,
+        cuts: &[u64],
+        budget: Option<&AllocBudget>,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) -> Result<(), MapError> {
+        let cut_inside = |h: &Held| cuts.iter().any(|&c| h.start < c && c < h.end());
+        if !held.iter().any(cut_inside) {
+            return Ok(());
+        }
+        let mut todo: Vec<Held> = std::mem::take(held);
+        todo.reverse();
+        while let Some(h) = todo.pop() {
+            if !cut_inside(&h) {
+                held.push(h);
+                continue;
+            }
+            // SAFETY: `h` is held by us (the caller's contract).
+            match unsafe { self.expand(&h, lo, hi, budget, counts, pins) } {
+                Ok(children) => {
+                    todo.extend(children.into_iter().rev());
+                }
+                Err(e) => {
+                    held.push(h);
+                    held.extend(todo.into_iter().rev());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Expands the held folded slot `h` (level >= 1): a node whose slots all hold `h`'s value,
+    /// locked where they overlap `[lo, hi)`, published into `h`'s slot (pinned by its
+    /// creator: Refcache counts its used slots). Returns the held children, in order.
+    ///
+    /// # Safety
+    /// See the module doc; `h` is held by the caller.
+    unsafe fn expand(
+        &self,
+        h: &Held,
+        lo: u64,
+        hi: u64,
+        budget: Option<&AllocBudget>,
+        counts: &Counter<'_>,
+        pins: &mut Pins,
+    ) -> Result<Vec<Held>, MapError> {
+        debug_assert!(h.level >= 1 && is_value(h.word) && h.word & LOCK == 0);
+        let level = h.level - 1;
+        let sp = span(level);
+        let covered = |i: usize| {
+            let s = h.start + i as u64 * sp;
+            s < hi && lo < s + sp
+        };
+        let propagate = !self.mutant("no_propagate");
+        let word = |i: usize| {
+            if covered(i) && propagate {
+                h.word | LOCK
+            } else {
+                h.word
+            }
+        };
+        // SAFETY: `h.node` is alive (it holds a slot we hold).
+        let index_in_parent = ((h.start - unsafe { (*h.node).start }) / span(h.level)) as usize;
+        let newly_used = untag(h.word) == 0;
+        let used = if newly_used { 0 } else { FANOUT };
+        let node = if self.mutant("publish_early") {
+            // Mutation: the child pointer is published before the node's slots are filled.
+            let n = Node::try_alloc(h.node, index_in_parent, level, h.start, |_| 0, budget)?;
+            // SAFETY: fresh, unpublished.
+            unsafe { counts.born(n, used, pins) };
+            // SAFETY: as below.
+            unsafe { (*h.slot).store(n as usize | NODE, Ordering::Release) };
+            for i in 0..FANOUT {
+                // SAFETY: the node is ours to fill.
+                unsafe { (*n).slots[i].store(word(i), Ordering::Relaxed) };
+            }
+            n
+        } else {
+            let n = Node::try_alloc(h.node, index_in_parent, level, h.start, word, budget)?;
+            // The node's uses (its slots all hold the folded value) and its creator's pin.
+            // SAFETY: fresh, unpublished.
+            unsafe { counts.born(n, used, pins) };
+            if newly_used {
+                // A free slot becomes a child pointer: one more use of the parent (pinned, or
+                // the root).
+                // SAFETY: alive (we hold one of its slots).
+                unsafe { counts.adjust(h.node, 1, pins) };
+            }
+            // Release: the node's slots (all written by `try_alloc`) are visible to whoever
+            // loads the pointer with Acquire: a lookup never sees a half-built node.
+            // SAFETY: `h.slot` is held by us; this store also clears its lock bit.
+            unsafe { (*h.slot).store(n as usize | NODE, Ordering::Release) };
+            n
+        };
+        let children = (0..FANOUT)
+            .filter(|&i| covered(i))
+            .map(|i| Held {
+                // SAFETY: the node was just allocated and is alive.
+                slot: unsafe { &(*node).slots[i] },
+                node,
+                level,
+                start: h.start + i as u64 * sp,
+                word: h.word,
+            })
+            .collect();
+        Ok(children)
+    }
+
+    /// Publishes the held range's new contents: `new(h)` is the new value word of each held
+    /// slot (a record pointer or 0). Slots whose word changes are pointed at a descriptor of
+    /// `old`/`new` records and committed at once when there are several (one store when there
+    /// is one); then every held slot is released with its new word. Returns the descriptor to
+    /// retire (if one was made). Maintains the nodes' Refcache counts of used slots.
+    ///
+    /// The only fallible step (the descriptor's allocation) comes before any store: on error
+    /// nothing is published and every slot is still held.
+    ///
+    /// # Safety
+    /// See the module doc; `held` are held by the caller; the new records are initialised and
+    /// unpublished; `old`/`new` are sorted and cover every changed slot's old and new words.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn publish(
+        &self,
+        held: &[Held],
+        new_word: &dyn Fn(&Held) -> usize,
+        old: &[*const Record<V>],
+        new: &[*const Record<V>],
+        budget: Option<&AllocBudget>,
+        counts: &Counter<'_>,
+        pins: &Pins,
+    ) -> Result<Option<*mut Desc<V>>, MapError> {
+        let changed = held.iter().filter(|h| new_word(h) != h.word).count();
+        let mut desc = None;
+        if changed > 1 && !self.mutant("no_descriptor") {
+            let d = Desc::try_alloc(old, new, budget)?;
+            for h in held.iter().filter(|h| new_word(h) != h.word) {
+                // Release: the descriptor and the new records are initialised before a lookup
+                // can reach them through this slot.
+                // SAFETY: held by us.
+                unsafe { (*h.slot).store(d as usize | DESC | LOCK, Ordering::Release) };
+            }
+            // The linearization point. Release: the descriptor stores above (and the records)
+            // happen before any lookup that reads `committed` as set.
+            // SAFETY: `d` is ours and alive.
+            unsafe { (*d).committed.store(1, Ordering::Release) };
+            desc = Some(d);
+        }
+        for h in held {
+            let nw = new_word(h);
+            let delta = (nw != 0) as isize - (untag(h.word) != 0) as isize;
+            // The node's uses (Refcache; it is pinned by us, or the root).
+            // SAFETY: the slot's node is alive (we hold one of its slots); an emptied slot
+            // held one count.
+            unsafe { counts.adjust(h.node, delta, pins) };
+            // Release: the new record is initialised before it is reachable; and the holder's
+            // critical section happens before the next holder's.
+            // SAFETY: held by us; this store releases it.
+            unsafe { (*h.slot).store(nw, Ordering::Release) };
+        }
+        Ok(desc)
+    }
+
+    /// Every structural invariant, quiescent only: no tag left but node pointers, back
+    /// references right, every linked node a Refcache object, every record exactly covered by
+    /// the slots pointing to it. Returns the records in address order. (Empty nodes may be
+    /// linked: Refcache frees them two to three epochs after they empty.)
+    ///
+    /// # Safety
+    /// No other thread runs an operation.
+    pub(crate) unsafe fn check(&self) -> Vec<*const Record<V>> {
+        let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+        // SAFETY: quiescent.
+        unsafe { self.check_node(self.root, &mut runs) };
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < runs.len() {
+            let (s, mut e, w) = runs[i];
+            i += 1;
+            while i < runs.len() && runs[i].2 == w && runs[i].0 == e {
+                e = runs[i].1;
+                i += 1;
+            }
+            if w == 0 {
+                continue;
+            }
+            let r = w as *const Record<V>;
+            // SAFETY: quiescent: every record a slot points to is alive.
+            let (rs, re) = unsafe { (*r).pages() };
+            assert_eq!(
+                (s, e),
+                (rs, re),
+                "a record's slots cover exactly its interval"
+            );
+            assert!(rs < re);
+            assert!(out.last() != Some(&r), "a record's slots are contiguous");
+            out.push(r);
+        }
+        out
+    }
+
+    unsafe fn check_node(&self, node: *const Node, runs: &mut Vec<(u64, u64, usize)>) {
+        // SAFETY: quiescent; reachable nodes are alive.
+        let n = unsafe { &*node };
+        let sp = span(n.level);
+        assert!(
+            n.parent.is_null() || !n.rc.obj.is_null() || cfg!(loom),
+            "a linked node without a Refcache object"
+        );
+        for i in 0..FANOUT {
+            let w = n.slots[i].load(Ordering::Relaxed);
+            let s = n.start + i as u64 * sp;
+            assert_eq!(w & (LOCK | DESC), 0, "a lock or descriptor left at rest");
+            if w & NODE != 0 {
+                assert!(n.level > 0, "a child below a leaf");
+                let c = untag(w) as *const Node;
+                // SAFETY: as above.
+                let child = unsafe { &*c };
+                assert_eq!(child.parent, node, "parent back reference");
+                assert_eq!(child.index, i, "index back reference");
+                assert_eq!(child.level, n.level - 1, "level");
+                assert_eq!(child.start, s, "start");
+                // SAFETY: as above.
+                unsafe { self.check_node(c, runs) };
+            } else {
+                match runs.last_mut() {
+                    Some(last) if last.2 == w && last.1 == s => last.1 = s + sp,
+                    _ => runs.push((s, s + sp, w)),
+                }
+            }
+        }
+    }
+
+    /// The number of nodes linked in the tree, the root included (quiescent only).
+    ///
+    /// # Safety
+    /// No other thread runs an operation.
+    pub(crate) unsafe fn nodes(&self) -> usize {
+        fn count(n: *const Node) -> usize {
+            // SAFETY: the caller's contract.
+            let node = unsafe { &*n };
+            1 + (0..FANOUT)
+                .map(|i| node.slots[i].load(Ordering::Relaxed))
+                .filter(|w| w & NODE != 0)
+                .map(|w| count(untag(w) as *const Node))
+                .sum::<usize>()
+        }
+        count(self.root)
+    }
+}
+
+impl<V> Drop for RawRadix<V> {
+    /// Frees every record and node still linked. The map has marked its Refcache objects as
+    /// dropping, so the counts given back here free nothing else (`reclaim::forget`).
+    fn drop(&mut self) {
+        // Depth first, in address order, so that a record's slots are met consecutively.
+        fn visit(n: *mut Node, order: &mut Vec<usize>, nodes: &mut Vec<*mut Node>) {
+            // SAFETY: the tree is exclusively ours (drop).
+            let node = unsafe { &*n };
+            let mut used = 0;
+            for i in 0..FANOUT {
+                let w = node.slots[i].load(Ordering::Relaxed);
+                debug_assert_eq!(w & (LOCK | DESC), 0);
+                if w != 0 {
+                    used += 1;
+                }
+                if w & NODE != 0 {
+                    let c = untag(w) as *mut Node;
+                    nodes.push(c);
+                    visit(c, order, nodes);
+                } else {
+                    order.push(w);
+                }
+            }
+            if !node.parent.is_null() {
+                // SAFETY: the map is dropping; the node's used slots held `used` counts.
+                unsafe { forget(node, used) };
+            }
+        }
+        let mut order = Vec::new();
+        let mut nodes = vec![self.root];
+        visit(self.root, &mut order, &mut nodes);
+        // Every record is pointed to by a contiguous run of slots: free it at the first.
+        let mut last = 0usize;
+        for w in order {
+            debug_assert!(is_value(w));
+            let p = untag(w);
+            if p != 0 && p != last {
+                // SAFETY: each record is freed once (its run of slots is contiguous), nothing
+                // else reaches it.
+                unsafe { Record::dealloc(p as *mut Record<V>) };
+            }
+            last = p;
+        }
+        for n in nodes {
+            // SAFETY: every node is freed once; unreachable now.
+            unsafe { Node::dealloc(n) };
+        }
+    }
+}
