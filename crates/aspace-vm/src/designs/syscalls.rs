@@ -47,14 +47,14 @@ use crate::region::{AnonId, Attrs};
 use crate::semantics::{vm_flags, AdviceEffect, MmapRequest, Placement};
 use crate::shared::Shared;
 use crate::shootdown::{ShootdownPolicy, Targets};
+use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
+use aspace_rcu::Guard;
+use std::ops::Range;
 
 /// The trees the edits here clear, downgrade and free under per-core page tables: every
 /// attached core's (`page_table/organisation.rs`); the shared tree ignores it. A design that
 /// names the cores from its per-page metadata (`radix`) passes them instead.
 const EDITED_TREES: Targets<'static> = Targets::All;
-use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
-use aspace_rcu::Guard;
-use std::ops::Range;
 
 /// The protection a page-table entry of a region gets when filled: a private writable region
 /// that has no anon identity yet maps the page without `WRITE`, like Linux's zero page, so that
