@@ -15,7 +15,8 @@
 //! batch, `frames.rs`).
 
 use crate::error::{ConfigField, VmError};
-use crate::page_table::{Organisation, VA_BITS};
+use crate::page_table::organisation::Organisation;
+use crate::page_table::VA_BITS;
 use crate::shootdown::ShootdownPolicy;
 use crate::types::PAGE_SIZE;
 

@@ -1,16 +1,16 @@
 //! Software 4-level page tables: 512 atomic 64-bit entries per table, mirroring x86-64, walked
 //! lock-free by the access path and filled under a per-leaf-table lock.
 //!
-//! A design chooses how they are organised ([`Organisation`], `organisation.rs`): **one shared
+//! A design chooses how they are organised ([`organisation::Organisation`]): **one shared
 //! tree** for the space, whose entries own their frames (every design but `radix`), or **one
 //! tree per core** (`per_core.rs`, RadixVM EuroSys'13 §3.3-3.4), each walked and filled by its
 //! core only, whose entries are copies of the design's per-page metadata; an edit clears the
 //! trees of the cores the design names, and a core may discard its tree and refill it by
 //! faults. The access path and the shared Linux bodies use either through one interface,
-//! [`SpaceTables`], an enum whose shared arm is a direct call on the one tree. Both
+//! [`organisation::SpaceTables`], an enum whose shared arm is a direct call on the one tree. Both
 //! organisations are built from the same tree, [`PageTables`], this file.
 //!
-//! The files: `organisation.rs` (the choice and the interface: [`SpaceTables`]), `per_core.rs`
+//! The files: `organisation.rs` (the choice and the interface: `SpaceTables`), `per_core.rs`
 //! (one tree per core: which trees an edit visits, discard, reclamation under editors),
 //! `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table memory:
 //! type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's table cache:
@@ -118,14 +118,13 @@
 
 mod cache;
 mod entry;
-mod organisation;
+pub(crate) mod organisation;
 mod per_core;
 mod pool;
 mod users;
 
 pub(crate) use cache::PtCache;
 pub(crate) use entry::{rights_removed, Pte, VA_BITS};
-pub(crate) use organisation::{Organisation, SpaceTables};
 #[cfg(all(test, not(loom)))]
 pub(crate) use users::USER_BITS;
 pub(crate) use users::{UserBit, UserMask};

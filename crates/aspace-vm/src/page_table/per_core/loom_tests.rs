@@ -36,7 +36,7 @@
 //! Run: `CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release -p aspace-vm --lib per_core`.
 
-use super::super::{Organisation, SpaceTables};
+use super::super::organisation::{Organisation, SpaceTables};
 use super::*;
 use crate::frames::Frame;
 use crate::types::{Prot, PAGE_SIZE};

@@ -1,7 +1,8 @@
 //! Tests of the per-core trees below the seam: `PageTables::discard` and its race with an
 //! editor's clear and `free_tables` of the same tree (each table retired exactly once).
 
-use super::super::{SpaceTables, UserMask};
+use super::super::organisation::SpaceTables;
+use super::super::UserMask;
 use super::*;
 use crate::frames::Frame;
 use crate::shootdown::CoreSet;
@@ -68,7 +69,7 @@ fn discard_unlinks_every_table_whatever_it_maps_and_keeps_the_root() {
 #[test]
 fn discard_racing_an_editor_retires_every_table_once() {
     const ROUNDS: usize = 1000;
-    let t = SpaceTables::new(super::super::Organisation::PerCore, 2);
+    let t = SpaceTables::new(super::super::organisation::Organisation::PerCore, 2);
     let SpaceTables::PerCore(pc) = &t else {
         unreachable!()
     };
