@@ -53,16 +53,15 @@ impl<'a> AccessWindow<'a> {
         }
     }
 
-    /// The page-table walk of [`AccessWindow::translate`]. Under targeted shootdown it records
-    /// this core in the leaf before reading the entry it caches (`page_table/users.rs`).
+    /// The page-table walk of [`AccessWindow::translate`], of the tree this core walks (the
+    /// shared one, or its own: `page_table/organisation.rs`). Under targeted shootdown of the
+    /// shared tree it records this core in the leaf before reading the entry it caches
+    /// (`page_table/users.rs`).
     #[inline]
     fn walk(&mut self, va: u64, access: Access) -> Option<usize> {
         let pte = {
             let _guard = self.core.reader.read();
-            match self.core.user {
-                None => self.sh.tables.lookup(va)?,
-                Some(user) => self.sh.tables.lookup_recorded(va, user)?,
-            }
+            self.sh.tables.walk(self.core.id, va, self.core.user)?
         };
         if !pte.prot().allows(access) {
             return None;

@@ -15,6 +15,7 @@
 //! batch, `frames.rs`).
 
 use crate::error::{ConfigField, VmError};
+use crate::page_table::organisation::Organisation;
 use crate::page_table::VA_BITS;
 use crate::shootdown::ShootdownPolicy;
 use crate::types::PAGE_SIZE;
@@ -134,6 +135,20 @@ impl Design {
             | Design::Bonsai
             | Design::PerVma => ShootdownPolicy::Broadcast,
             Design::Interval => ShootdownPolicy::Targeted,
+        }
+    }
+
+    /// How the design organises its page tables (`page_table/organisation.rs`): every design
+    /// built so far walks one shared tree; a design that keeps per-page metadata of its own
+    /// (`radix`, RadixVM §3.3) chooses `Organisation::PerCore`.
+    pub(crate) fn page_tables(self) -> Organisation {
+        match self {
+            Design::Coarse
+            | Design::FaultLock
+            | Design::Hybrid
+            | Design::Interval
+            | Design::Bonsai
+            | Design::PerVma => Organisation::Shared,
         }
     }
 

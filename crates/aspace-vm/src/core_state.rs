@@ -7,7 +7,7 @@
 //!
 //! Not for: the access window (`access.rs`) or the public handle (`handle.rs`).
 
-use crate::error::VmError;
+use crate::error::{Limit, VmError};
 use crate::frames::{Frame, FrameCache};
 use crate::page_table::{PtCache, UserBit};
 use crate::region::plan::EditBuffers;
@@ -50,17 +50,22 @@ impl Core {
     /// Registers a new core with the space `sh`.
     ///
     /// # Errors
-    /// [`VmError::TooManyCores`] when every shootdown slot is taken.
+    /// [`VmError::TooManyCores`] when every shootdown slot is taken; [`VmError::OutOfMemory`]
+    /// when the core's own page-table root (per-core page tables) cannot be allocated.
     pub(crate) fn attach(sh: &Shared) -> Result<Core, VmError> {
         let id = sh.shootdown.register()?;
+        let Some(tables) = sh.tables.attach(id) else {
+            sh.shootdown.unregister(id);
+            return Err(VmError::OutOfMemory(Limit::Memory));
+        };
         Ok(Core {
             id,
             seen: sh.shootdown.current_request(id),
             tlb: Tlb::new(sh.config.tlb_entries),
             cache: FrameCache::new(),
-            tables: sh.tables.cache(id.index()),
+            tables,
             reader: sh.domain.register(),
-            user: (sh.shootdown_policy == ShootdownPolicy::Targeted)
+            user: (sh.shootdown_policy == ShootdownPolicy::Targeted && sh.tables.records_users())
                 .then(|| UserBit::of(id.index(), sh.config.max_cores)),
             freed: Vec::new(),
             targets: CoreSet::new(),
@@ -71,15 +76,36 @@ impl Core {
     }
 
     /// Unregisters the core: its cached frames and page tables go back to the pools (retired
-    /// tables through RCU), its counters into the space's totals, its shootdown slot is freed.
-    /// The core must not be used afterwards.
+    /// tables through RCU; under per-core page tables its own tree is discarded first), its
+    /// counters into the space's totals, its shootdown slot is freed. The core must not be used
+    /// afterwards.
     pub(crate) fn detach(&mut self, sh: &Shared) {
         self.cache.drain(&sh.pool);
+        sh.tables.detach(self.id, &mut self.tables, &sh.domain);
         self.tables.drain(&sh.domain);
         let counters = sh.counters.of(self.id);
         counters.publish_tlb(self.tlb.hits(), self.tlb.misses());
         sh.counters.retire(self.id);
         sh.shootdown.unregister(self.id);
+    }
+
+    /// Discards this core's own page-table tree (per-core page tables: on memory pressure, or
+    /// to test the refill; `page_table/per_core.rs`) and returns how many tables it unlinked;
+    /// nothing under the shared tree. Its tables go to RCU; its faults refill the tree.
+    ///
+    /// Then makes its next access window flush the TLB and report `flushed()`: the discarded
+    /// entries no longer name this core as a holder of their translations (an editor that
+    /// finds nothing in its tree does not shoot it down), so neither its TLB nor a multi-page
+    /// access's translations gathered before (`handle.rs`) may outlive the discard. It does so
+    /// by making `seen` differ from its slot's request count, which costs no shared write; the
+    /// flush is counted in `shootdowns_received`.
+    #[cfg_attr(any(not(test), loom), allow(dead_code))] // the `radix` design's (memory pressure)
+    pub(crate) fn discard_tables(&mut self, sh: &Shared) -> usize {
+        let n = sh.tables.discard(self.id, &mut self.tables, &sh.domain);
+        if n > 0 {
+            self.seen = sh.shootdown.current_request(self.id).wrapping_sub(1);
+        }
+        n
     }
 
     /// A fresh anon identity from this core's block (a new block from `sh` when spent).

@@ -1,5 +1,5 @@
 //! What every core of one space shares, whatever the design: configuration, bounds, page
-//! tables, frames, shootdown slots and policy, the RCU domain that reclaims page tables, event
+//! tables (in the design's organisation: `page_table/organisation.rs`), frames, shootdown slots and policy, the RCU domain that reclaims page tables, event
 //! counters and the anon identity counter ([`Shared`]).
 //!
 //! A design keeps its region store and locks beside this (`space.rs` holds both); the Linux
@@ -13,7 +13,8 @@ use crate::counters::Counters;
 use crate::error::{Limit, VmError};
 use crate::fork;
 use crate::frames::FramePool;
-use crate::page_table::{PageTables, VA_BITS};
+use crate::page_table::organisation::{Organisation, SpaceTables};
+use crate::page_table::VA_BITS;
 use crate::region::AnonId;
 use crate::semantics::Bounds;
 use crate::shootdown::{Shootdown, ShootdownPolicy};
@@ -54,8 +55,9 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     /// `[min_addr, max_addr)`.
     pub(crate) bounds: Bounds,
-    /// The page tables (lock-free walks under `domain` read guards).
-    pub(crate) tables: PageTables,
+    /// The page tables, one shared tree or one tree per core (lock-free walks under `domain`
+    /// read guards).
+    pub(crate) tables: SpaceTables,
     /// The frames.
     pub(crate) pool: FramePool,
     /// The shootdown slots, one per attached core.
@@ -83,6 +85,7 @@ impl Shared {
     pub(crate) fn new(
         config: Config,
         shootdown_policy: ShootdownPolicy,
+        tables: Organisation,
     ) -> Result<Shared, VmError> {
         if config.max_addr > 1 << VA_BITS {
             return Err(VmError::InvalidArgument(
@@ -98,7 +101,7 @@ impl Shared {
                 min_addr: config.min_addr,
                 max_addr: config.max_addr,
             },
-            tables: PageTables::new(config.max_cores),
+            tables: SpaceTables::new(tables, config.max_cores),
             pool: FramePool::new(config.memory, config.frame_batch)?,
             shootdown: Shootdown::new(config.max_cores),
             shootdown_policy,

@@ -162,7 +162,7 @@ impl CoreId {
     }
 
     /// The id of slot `index` (tests that build core sets by hand).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(test)]
     pub(crate) fn for_tests(index: usize) -> CoreId {
         CoreId(u32::try_from(index).expect("slot index"))
     }
@@ -242,7 +242,9 @@ pub(crate) enum Targets<'a> {
 }
 
 impl Targets<'_> {
-    fn word(&self, w: usize) -> u64 {
+    /// The cores `64 * w .. 64 * w + 64` it names (all of them for [`Targets::All`]).
+    #[inline]
+    pub(crate) fn word(&self, w: usize) -> u64 {
         match self {
             Targets::All => !0,
             Targets::Cores(set) => set.word(w),

@@ -14,6 +14,7 @@
 use crate::config::{Builder, Config};
 use crate::designs::{DesignOps, Designs};
 use crate::error::VmError;
+use crate::page_table::TABLE_BYTES;
 use crate::shared::Shared;
 use crate::stats::Stats;
 use crate::types::RegionInfo;
@@ -69,7 +70,8 @@ impl Builder {
     pub fn build(self) -> Result<AddressSpace, VmError> {
         let policy = self.policy();
         let config = self.validated()?;
-        let shared = Shared::new(config, policy)?;
+        let tables = config.design.page_tables();
+        let shared = Shared::new(config, policy, tables)?;
         let design = Designs::new(&shared);
         Ok(AddressSpace {
             space: Arc::new(Space {
@@ -131,6 +133,13 @@ impl AddressSpace {
             frames_in_use: sh.pool.in_use(),
             frames_total: sh.pool.capacity(),
             page_tables: sh.tables.table_count(),
+            page_table_bytes: sh.tables.table_count() * TABLE_BYTES,
+            page_table_bytes_per_core: sh
+                .tables
+                .per_core()
+                .into_iter()
+                .map(|n| n * TABLE_BYTES)
+                .collect(),
             regions: self.space.design.region_count(),
             cores: sh.shootdown.cores(),
             fault_stages: events.stages,

@@ -5,7 +5,7 @@
 //! regions) are the owning component's own accounting. A snapshot taken while cores run is not atomic across fields.
 
 /// A snapshot of an address space's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Page faults handled (accesses that missed the TLB and the page tables, successful or not).
     pub faults: u64,
@@ -36,8 +36,16 @@ pub struct Stats {
     pub frames_in_use: u64,
     /// Frames the pool holds in total.
     pub frames_total: u64,
-    /// Page-table pages currently allocated (all levels, the root included).
+    /// Page-table pages currently allocated (all levels, the root included; every core's tree
+    /// under a design with per-core page tables).
     pub page_tables: u64,
+    /// Bytes of those page tables (`page_tables` times the size of one table: 512 entries and
+    /// two lines of bookkeeping, 4,224 bytes).
+    pub page_table_bytes: u64,
+    /// Under a design with one page-table tree per core, the bytes of each core slot's own tree
+    /// (index: the slot; a slot's tree lives from its first attach and is emptied when its core
+    /// detaches); empty for the designs whose cores share one tree.
+    pub page_table_bytes_per_core: Vec<u64>,
     /// Regions currently mapped.
     pub regions: u64,
     /// Cores currently attached.

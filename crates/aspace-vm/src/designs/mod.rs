@@ -7,8 +7,10 @@
 //! [`Designs`] is the closed set of implementations (`coarse`, `faultlock`, `hybrid`,
 //! `interval`, `bonsai`, `pervma`), an enum so that dispatch is a `match` the compiler inlines
 //! (no virtual call on the fault path). A new design (`radix`) adds a file here, a variant to
-//! [`Designs`] and to `config::Design`, and its shootdown policy (broadcast or targeted) to
-//! `Design::shootdown_policy` (`config.rs`).
+//! [`Designs`] and to `config::Design`, its shootdown policy (broadcast or targeted) to
+//! `Design::shootdown_policy` and its page-table organisation (one shared tree, or one tree per
+//! core filled from its own metadata: `page_table/organisation.rs`) to `Design::page_tables`
+//! (`config.rs`).
 //!
 //! A design is a **lock policy** over shared parts: it owns a region store
 //! (`region/store.rs`) and the locks around it, and calls the Linux bodies of `syscalls.rs`
@@ -57,7 +59,9 @@
 //! - **Page-table walks** take no lock; a core walks only inside an access window while
 //!   holding its `aspace_rcu` read guard, so a table unlinked by an `munmap` is not reused
 //!   before the walk ends (tables are recycled after a grace period). Entries are published
-//!   with `Release` and read with `Acquire`.
+//!   with `Release` and read with `Acquire`. Under per-core page tables a core walks its own
+//!   tree, and an editor visits other cores' trees inside its own read section (their owners
+//!   may discard them at any time: `page_table/per_core.rs`).
 //! - **Lock-free faults** (`syscalls::fault_rcu`; `interval`'s first stage, `hybrid`'s first
 //!   attempt, `bonsai`'s and `pervma`'s first stage, the latter under its region's read lock)
 //!   take no space lock:

@@ -51,6 +51,11 @@ use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
 use aspace_rcu::Guard;
 use std::ops::Range;
 
+/// The trees the edits here clear, downgrade and free under per-core page tables: every
+/// attached core's (`page_table/organisation.rs`); the shared tree ignores it. A design that
+/// names the cores from its per-page metadata (`radix`) passes them instead.
+const EDITED_TREES: Targets<'static> = Targets::All;
+
 /// The protection a page-table entry of a region gets when filled: a private writable region
 /// that has no anon identity yet maps the page without `WRITE`, like Linux's zero page, so that
 /// the first write faults and gives the region its identity (which decides merging).
@@ -101,7 +106,7 @@ fn fill_locked(
     }
     let prot = pte_prot(&region.attrs());
     let mut filled = false;
-    let pte = sh.tables.fill(&mut core.tables, page, prot, || {
+    let pte = sh.tables.fill(core.id, &mut core.tables, page, prot, || {
         let f = core.cache.alloc(&sh.pool);
         filled = f.is_some();
         f
@@ -110,8 +115,11 @@ fn fill_locked(
         sh.counters.of(core.id).bump_fills();
     } else if !pte.prot().allows(access) {
         // Present without the right the region now grants: a zero-page-like entry of a read
-        // fault being written. Upgrade it (rights only grow: no shootdown).
-        sh.tables.protect_range(page..page + PAGE_SIZE, prot);
+        // fault being written. Upgrade it (rights only grow: no shootdown), in the tree this
+        // core fills (under per-core page tables another core's copy faults and upgrades too).
+        sh.tables
+            .tree(core.id)
+            .protect_range(page..page + PAGE_SIZE, prot);
     }
     Ok(())
 }
@@ -148,7 +156,10 @@ fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
 /// entries, shoots down (by the space's policy) if any was present, then gives the frames to
 /// the caller's cache. Returns whether anything was mapped. This order is the crate's rule that
 /// **a frame is reused only after the shootdown that removed its last translation returned**
-/// (`tests/protocol_zap_reuse.rs` fails when it is broken).
+/// (`tests/protocol_zap_reuse.rs` fails when it is broken). Under per-core page tables the
+/// entries own no frames (they are copies of the design's metadata: `page_table/organisation.rs`),
+/// so none are freed here: the design frees its metadata's frames after this returned, the
+/// shootdown having reached every core whose tree held one of the cleared entries.
 ///
 /// # Preconditions
 /// Every fill that could still install an entry in `ranges` after the zap installs one the
@@ -162,11 +173,16 @@ fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
 fn zap_locked(sh: &Shared, core: &mut Core, ranges: impl IntoIterator<Item = Range<u64>>) -> bool {
     let mut freed = std::mem::take(&mut core.freed);
     let mut users = UserMask::default();
+    let mut any = false;
     for range in ranges {
-        sh.tables
-            .clear_range_noting(range, &mut freed, noting(sh, &mut users));
+        any |= sh.tables.clear_range_noting(
+            EDITED_TREES,
+            &core.reader,
+            range,
+            &mut freed,
+            noting(sh, &mut users),
+        );
     }
-    let any = !freed.is_empty();
     if any {
         shoot_down_locked(sh, core, &users);
         // Every core that could still translate to these frames has flushed or finished its
@@ -290,7 +306,13 @@ pub(crate) fn munmap_locked(
         if may_free_tables(&range, &gap) {
             // No region intersects `gap`, its entries were cleared, and the store is held
             // exclusively: no fill can run in it.
-            sh.tables.free_tables(&mut core.tables, gap, &sh.domain);
+            sh.tables.free_tables(
+                EDITED_TREES,
+                &core.reader,
+                &mut core.tables,
+                gap,
+                &sh.domain,
+            );
         }
     }
     Ok(())
@@ -337,6 +359,8 @@ pub(crate) fn mprotect_locked(
     let mut users = UserMask::default();
     for r in regions.overlapping(done) {
         removed |= sh.tables.protect_range_noting(
+            EDITED_TREES,
+            &core.reader,
             r.start..r.end,
             pte_prot(&r.attrs),
             noting(sh, &mut users),
@@ -495,9 +519,11 @@ pub(crate) fn fault_rcu<R: RcuRegions>(
     va: u64,
     access: Access,
 ) -> Result<Result<(), Fault>, Retry> {
-    let Core { reader, cache, .. } = core;
+    let Core {
+        reader, cache, id, ..
+    } = core;
     let guard = reader.read();
-    let r = fault_rcu_in(&sh.tables, regions, &guard, va, access, || {
+    let r = fault_rcu_in(sh.tables.tree(*id), regions, &guard, va, access, || {
         cache.alloc(&sh.pool)
     })?;
     Ok(r.map(|new_frame| {

@@ -1,12 +1,24 @@
 //! Software 4-level page tables: 512 atomic 64-bit entries per table, mirroring x86-64, walked
 //! lock-free by the access path and filled under a per-leaf-table lock.
 //!
-//! The files: `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table
-//! memory: type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's
-//! table cache: install from it, retire into it, reuse after a grace period), `users.rs` (each
-//! leaf's record of the cores that may cache its translations, for targeted shootdown), this
-//! file (the tree: walk, fill, clear, protect, free), `tests.rs` and `loom_tests.rs` (the loom
-//! model of a walker racing table reclamation and reuse).
+//! A design chooses how they are organised ([`organisation::Organisation`]): **one shared
+//! tree** for the space, whose entries own their frames (every design but `radix`), or **one
+//! tree per core** (`per_core.rs`, RadixVM EuroSys'13 §3.3-3.4), each walked and filled by its
+//! core only, whose entries are copies of the design's per-page metadata; an edit clears the
+//! trees of the cores the design names, and a core may discard its tree and refill it by
+//! faults. The access path and the shared Linux bodies use either through one interface,
+//! [`organisation::SpaceTables`], an enum whose shared arm is a direct call on the one tree. Both
+//! organisations are built from the same tree, [`PageTables`], this file.
+//!
+//! The files: `organisation.rs` (the choice and the interface: `SpaceTables`), `per_core.rs`
+//! (one tree per core: which trees an edit visits, discard, reclamation under editors),
+//! `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table memory:
+//! type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's table cache:
+//! install from it, retire into it, reuse after a grace period), `users.rs` (each leaf's record
+//! of the cores that may cache its translations, for targeted shootdown of the shared tree),
+//! this file (the tree: walk, fill, clear, protect, free, discard), `tests.rs` and
+//! `loom_tests.rs` (the loom model of a walker racing table reclamation and reuse; the
+//! per-core models are in `per_core/`).
 //!
 //! # Layout
 //!
@@ -38,6 +50,10 @@
 //!   lock, using the leaf bitmap to find present entries. Their `_noting` forms also OR the
 //!   users masks of the leaves they changed into the caller's [`UserMask`], read after a SeqCst
 //!   fence that follows the changes (`users.rs`): the cores a targeted shootdown must reach.
+//! - **discard** (per-core trees only) unlinks every table below the root whatever it maps,
+//!   taking each entry by compare-exchange so that a concurrent `free_tables` of an editor and
+//!   the discard never both retire a table, zeroes the tables and retires them like
+//!   `free_tables` (`per_core.rs`).
 //! - **free_tables(empty)** unlinks every table whose whole coverage lies inside `empty` (a
 //!   range the caller knows holds no region: the unmapped range widened to the neighbouring
 //!   gaps, as in the SOSP'25 paper's §3.1 and Fig. 4), keeping the tables at the edges that
@@ -60,7 +76,8 @@
 //! # Invariants
 //!
 //! - The root is never freed. `table_count()` counts the tables linked into the tree, root
-//!   included; it is 1 when no table below the root is linked.
+//!   included; it is 1 when no table below the root is linked. (The shared tree's count is
+//!   kept per acting core's pool slot, a per-core tree's in its owner's slot: `pool.rs`.)
 //! - **Type-stable table memory** (`pool.rs`): every pointer any walker can load from an entry
 //!   points to live memory of a table of the expected level, whatever races happen, so
 //!   `lookup`/`fill` are memory-safe without a guard; the RCU guard (or the caller's lock) is
@@ -86,7 +103,11 @@
 //! lock; `free_tables` unlinks each leaf by waiting out a holder of its lock, so such a fill
 //! finds its leaf gone or its region replaced. `free_tables` must follow `clear_range` of the
 //! same range (every PTE inside `empty` is already zero; debug builds assert it) and always be
-//! given the same RCU domain, the one whose read guard the walkers hold.
+//! given the same RCU domain, the one whose read guard the walkers hold. `discard` is only for a
+//! per-core tree, called by its owner (no fill runs in it meanwhile); editors that may meet it
+//! (`clear_range`, `protect_range`, `free_tables` of another core's tree) run inside a read
+//! section of that domain, so that the tables it retires are not reused under them
+//! (`per_core.rs`, "Reclamation").
 //!
 //! Addresses are below 2^48 (four levels): `fill` panics above, the range operations ignore
 //! what lies above, `lookup` answers `None`.
@@ -97,6 +118,8 @@
 
 mod cache;
 mod entry;
+pub(crate) mod organisation;
+mod per_core;
 mod pool;
 mod users;
 
@@ -115,6 +138,10 @@ use pool::{bitmap_kept, Retired, Table, TablePool, TablePtr};
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
+
+/// Bytes of one page table of any level: 512 entries, the present bitmap's line and the users
+/// record's line (`pool.rs`); what `stats()` multiplies its table counts by.
+pub(crate) const TABLE_BYTES: u64 = std::mem::size_of::<Table>() as u64;
 
 /// Why `fill` failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
@@ -163,12 +190,18 @@ impl Drop for LeafGuard<'_> {
     }
 }
 
-/// The page tables of one address space. `Sync`: every core walks and fills them.
+/// One tree of page tables: the one shared tree of a space (every core walks and fills it), or
+/// one core's own tree of the per-core organisation (`per_core.rs`: its core walks and fills it,
+/// editors clear it). `Sync`.
 pub(crate) struct PageTables {
     root: NonNull<Table>,
-    /// Table memory, with the per-core counts of linked tables (`pool.rs`); the per-core
-    /// caches (`cache.rs`) hold the rest.
+    /// Table memory, with the per-slot counts of linked tables (`pool.rs`); the per-core
+    /// caches (`cache.rs`) hold the rest. The trees of the per-core organisation share one.
     pool: Arc<TablePool>,
+    /// The pool slot that counts this tree's linked tables: `None` for the shared tree (the
+    /// slot of the core that installs or frees, so that counting writes no shared line), the
+    /// owner's slot for a per-core tree (so that the count is the tree's own, `per_core.rs`).
+    owner: Option<usize>,
 }
 
 // SAFETY: the raw `root` pointer is an owned `Table` (atomics only); all shared mutation goes
@@ -193,7 +226,25 @@ impl PageTables {
         PageTables {
             root: Table::alloc().expect("no memory for the root page table"),
             pool: Arc::new(TablePool::new(cores)),
+            owner: None,
         }
+    }
+
+    /// An empty tree (just the root) of core `owner` of the per-core organisation, with its
+    /// tables from `pool` (shared by every core's tree) and counted in `owner`'s slot; `None`
+    /// when the root cannot be allocated.
+    fn per_core(pool: &Arc<TablePool>, owner: usize) -> Option<PageTables> {
+        Some(PageTables {
+            root: Table::alloc()?,
+            pool: Arc::clone(pool),
+            owner: Some(pool.slot_of(owner)),
+        })
+    }
+
+    /// The pool slot that counts a table linked or unlinked through `cache` (field `owner`).
+    #[inline]
+    fn count_slot(&self, cache: &PtCache) -> usize {
+        self.owner.unwrap_or(cache.slot())
     }
 
     /// Runs `f` while this thread holds every lock of the table pool (the fork test).
@@ -227,8 +278,13 @@ impl PageTables {
 
     /// Tables linked in the tree, the root included.
     pub(crate) fn table_count(&self) -> u64 {
-        // Summed over the per-core counts: exact when no install or free is in flight.
-        u64::try_from(1 + self.pool.linked()).unwrap_or(0)
+        // The shared tree: summed over the per-core counts, exact when no install or free is
+        // in flight. A per-core tree: its owner's slot.
+        let linked = match self.owner {
+            None => self.pool.linked(),
+            Some(slot) => self.pool.linked_of(slot),
+        };
+        u64::try_from(1 + linked).unwrap_or(0)
     }
 
     /// The present leaf entry for `va`, or `None`. Lock-free; the answer is current only while
@@ -445,7 +501,7 @@ impl PageTables {
                     // `Table::present`).
                     parent.present[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
                 }
-                self.pool.count_linked(cache.slot(), 1);
+                self.pool.count_linked(self.count_slot(cache), 1);
                 Some(new)
             }
             Err(current) => {
@@ -532,7 +588,6 @@ impl PageTables {
     /// Zeroes every present leaf entry in `range` (under each leaf's lock) and pushes the
     /// frames they mapped onto `out`. The caller shoots down cached translations before it
     /// frees those frames.
-    #[cfg_attr(not(test), allow(dead_code))] // the designs use `clear_range_noting`
     pub(crate) fn clear_range(&self, range: Range<u64>, out: &mut Vec<Frame>) {
         self.clear_range_noting(range, out, None);
     }
@@ -630,10 +685,72 @@ impl PageTables {
             return;
         }
         self.pool
-            .count_linked(cache.slot(), -(unlinked.len() as i64));
+            .count_linked(self.count_slot(cache), -(unlinked.len() as i64));
         for (t, level) in unlinked {
             cache.retire(t, level, domain);
         }
+    }
+
+    /// Discards the whole tree below the root, whatever it maps: unlinks every table, zeroes it
+    /// and retires it into `cache`, which reuses it after a grace period of `domain` (as
+    /// `free_tables`). Only for a tree whose entries own no frames (a per-core tree, whose
+    /// entries are copies of the design's metadata: `per_core.rs`); its core refills it by
+    /// faults. Returns how many tables were unlinked.
+    ///
+    /// Runs beside editors of other cores (`clear_range`, `protect_range`, `free_tables` inside
+    /// their RCU read sections): every entry is taken out by a compare-exchange (`unlink`,
+    /// which also waits out a leaf lock holder), so a table that a concurrent `free_tables`
+    /// unlinks first is not retired twice, and a leaf is zeroed only once no editor holds its
+    /// lock. No fill may run in the tree meanwhile (its owner is the caller).
+    ///
+    /// # Panics
+    /// If `cache` was not made by these tables ([`PageTables::cache`]).
+    pub(crate) fn discard<F: aspace_rcu::Flavor>(
+        &self,
+        cache: &mut PtCache,
+        domain: &aspace_rcu::Domain<F>,
+    ) -> usize {
+        cache.check(&self.pool);
+        let mut unlinked = Retired::new();
+        let root = self.root();
+        // The root keeps no bitmap: load its entries (a discard is rare).
+        for slot in &root.entries {
+            let e = Self::unlink(slot);
+            if e & PRESENT != 0 {
+                self.discard_subtree(e, LEVELS - 1, &mut unlinked);
+            }
+        }
+        let n = unlinked.len();
+        if n > 0 {
+            self.pool.count_linked(self.count_slot(cache), -(n as i64));
+            for (t, level) in unlinked {
+                cache.retire(t, level, domain);
+            }
+        }
+        n
+    }
+
+    /// `discard` of the (unlinked, now ours) table of entry `e`, of level `level`, and its
+    /// subtree: every child entry is unlinked by compare-exchange before its subtree is visited
+    /// (a `free_tables` walking in from a parent it loaded before our unlink may race for it:
+    /// one of us wins it), then the table is zeroed, leaves with whatever they mapped.
+    fn discard_subtree(&self, e: u64, level: u32, out: &mut Retired) {
+        let table = self.child(e);
+        if level >= 2 {
+            // Level 2 from its bitmap (a superset of its linked leaves: bits are set only by
+            // the owner's installs, which do not run now, and cleared only after an unlink);
+            // level 3 by loading every entry.
+            table.for_each_child(level, 0, ENTRIES - 1, |i| {
+                let c = Self::unlink(&table.entries[i]);
+                if c & PRESENT != 0 {
+                    self.discard_subtree(c, level - 1, out);
+                }
+            });
+        }
+        // A leaf's entries and bitmap are ours: its level-2 entry was unlinked after its last
+        // lock holder left, and nobody can lock it through an unlinked entry.
+        table.scrub(level);
+        out.push((TablePtr(NonNull::from(table)), level));
     }
 
     /// `free_tables` below `table` (level `level`, covering from `base`).

@@ -26,7 +26,9 @@
 //!
 //! **Statistics without shared writes**: the count of linked tables and of allocations are
 //! per slot (signed for the former: a table installed on one core may be freed on another),
-//! summed on read.
+//! summed on read. The shared tree counts a table in the slot of the core that links or unlinks
+//! it; a per-core tree (`per_core.rs`) in its owner's slot, so that a slot's count is that
+//! core's tree (an editor freeing another core's tables writes the owner's line, rarely).
 //!
 //! Not for: what an entry means (`entry.rs`), walking the tree (`mod.rs`), a core's own lists
 //! (`cache.rs`).
@@ -206,8 +208,9 @@ pub(super) type Lists = [Vec<TablePtr>; LEVELS as usize - 1];
 /// One core slot's share of the pool: its statistics and the list its RCU callbacks return
 /// tables to, each on its own cache line.
 struct Slot {
-    /// Tables linked into the tree minus tables unlinked, by the cores of this slot (signed: a
-    /// table installed by one core may be freed by another).
+    /// Tables linked into the shared tree minus tables unlinked, by the cores of this slot
+    /// (signed: a table installed by one core may be freed by another); under the per-core
+    /// organisation, the tables linked in this slot's own tree.
     linked: CachePadded<StatI64>,
     /// Tables this slot's cores took from the allocator.
     allocated: CachePadded<StatCounter>,
@@ -269,6 +272,11 @@ impl TablePool {
         self.slots[slot]
             .linked
             .fetch_add(delta, StatOrdering::Relaxed);
+    }
+
+    /// Tables linked by `slot` (a per-core tree's own count: `PageTables::per_core`).
+    pub(super) fn linked_of(&self, slot: usize) -> i64 {
+        self.slots[slot].linked.load(StatOrdering::Relaxed)
     }
 
     /// Tables linked by all slots (the root not included).

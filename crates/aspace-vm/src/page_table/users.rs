@@ -189,6 +189,13 @@ impl LeafUsers {
 pub(crate) struct UserMask([u64; USER_WORDS]);
 
 impl UserMask {
+    /// Sets `user`'s bit (the per-core organisation notes the owner of a tree it changed:
+    /// `organisation.rs`).
+    #[inline]
+    pub(crate) fn insert(&mut self, user: UserBit) {
+        self.0[user.word] |= user.mask;
+    }
+
     /// No bit set: no core may hold a translation from the leaves it covers.
     #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn is_empty(&self) -> bool {
