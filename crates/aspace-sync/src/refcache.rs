@@ -576,7 +576,16 @@ impl Inner {
         let frees = self.slots[s].state.lock_with(|st| {
             let e = self.epoch();
             self.flush_locked(s, st);
-            let last = self.epochs.lock_with(|es| es.slots[s].active == 1);
+            // Not the slot's last handle: it leaves (the others keep the slot active).
+            let last = self.epochs.lock_with(|es| {
+                let slot = &mut es.slots[s];
+                if slot.active > 1 {
+                    slot.active -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
             if !last {
                 self.mark_flushed(s, st, e);
                 return self.review_locked(s, st);
@@ -869,12 +878,19 @@ impl Inner {
                 }
             });
             if free {
+                /// Releases the freed object's count in `live`, also when its `Drop` panics.
+                struct Release(NonNull<Inner>);
+                impl Drop for Release {
+                    fn drop(&mut self) {
+                        // SAFETY: the object freed was counted in the orphaned domain's `live`.
+                        unsafe { Inner::orphan_released(self.0, 1) };
+                    }
+                }
                 let free = h.free;
+                inner.freed.fetch_add(1, Relaxed);
+                let _release = Release(this);
                 // SAFETY: the true count is zero and the weak word is null: nothing uses it.
                 unsafe { free(obj) };
-                inner.freed.fetch_add(1, Relaxed);
-                // SAFETY: the object just freed was counted in the orphaned domain's `live`.
-                unsafe { Self::orphan_released(this, 1) };
             }
         }
     }
@@ -923,25 +939,55 @@ impl Inner {
                 items.extend(st.review.drain(..));
             });
         }
-        let mut freed = 0;
-        for item in items {
-            // SAFETY: a queued object is not freed.
-            let h = unsafe { item.obj.as_ref() };
-            let free = h.state.lock_with(|os| {
-                os.queued = false;
-                os.refcnt == 0 && kill_weak(os, item.obj, true)
-            });
-            if free {
-                let free = h.free;
-                // SAFETY: no core is left, so the zero global count is the true count, and
-                // the weak word is null: nothing uses the object again.
-                unsafe { free(item.obj) };
-                inner.freed.fetch_add(1, Relaxed);
-                freed += 1;
+        // Frees the queued zeroes; on drop (also when a value's `Drop` panics) finishes the
+        // batch and releases the teardown's hold.
+        struct Batch {
+            this: NonNull<Inner>,
+            items: Vec<Item>,
+            freed: i64,
+        }
+        impl Batch {
+            fn run(mut self) {
+                self.drain();
+            }
+
+            fn drain(&mut self) {
+                // SAFETY: the teardown's hold keeps the domain alive until `drop` releases it.
+                let inner = unsafe { self.this.as_ref() };
+                while let Some(item) = self.items.pop() {
+                    // SAFETY: a queued object is not freed.
+                    let h = unsafe { item.obj.as_ref() };
+                    let free = h.state.lock_with(|os| {
+                        os.queued = false;
+                        os.refcnt == 0 && kill_weak(os, item.obj, true)
+                    });
+                    if free {
+                        let free = h.free;
+                        inner.freed.fetch_add(1, Relaxed);
+                        self.freed += 1;
+                        // SAFETY: no core is left, so the zero global count is the true count,
+                        // and the weak word is null: nothing uses the object again.
+                        unsafe { free(item.obj) };
+                    }
+                }
             }
         }
-        // SAFETY: the objects freed here and the teardown's hold were counted in `live`.
-        unsafe { Self::orphan_released(this, freed + 1) };
+        impl Drop for Batch {
+            fn drop(&mut self) {
+                self.drain();
+                // SAFETY: the objects freed here and the teardown's hold were counted in
+                // `live`; nothing here uses the domain afterwards.
+                unsafe { Inner::orphan_released(self.this, self.freed + 1) };
+            }
+        }
+        items.reverse(); // popped from the back: free in queue order
+        // A panic in `run` unwinds through `Batch::drop`, which frees the rest and releases.
+        Batch {
+            this,
+            items,
+            freed: 0,
+        }
+        .run();
     }
 
     fn stats(&self) -> RefcacheStats {
@@ -1201,7 +1247,7 @@ impl Core {
     pub fn get<T>(&self, r: &Ref<T>) -> Result<Ref<T>, ForeignHandle> {
         let h = r.header();
         self.check(h)?;
-        let obj = NonNull::from(h);
+        let obj = r.obj();
         self.op(|inner, st| inner.update_locked(st, obj, 1));
         Ok(Ref {
             ptr: r.ptr,
@@ -1217,7 +1263,7 @@ impl Core {
     pub fn put<T>(&self, r: Ref<T>) -> Result<(), ForeignHandle> {
         let h = r.header();
         self.check(h)?;
-        let obj = NonNull::from(h);
+        let obj = r.obj();
         std::mem::forget(r);
         self.op(|inner, st| inner.update_locked(st, obj, -1));
         Ok(())
@@ -1297,8 +1343,15 @@ impl Core {
 
 impl Drop for Core {
     fn drop(&mut self) {
+        /// Releases the core's handle also when a value's `Drop` panics during the detach.
+        struct Release(NonNull<Inner>);
+        impl Drop for Release {
+            fn drop(&mut self) {
+                release_handle(self.0);
+            }
+        }
+        let _release = Release(self.inner);
         self.inner().detach(self.slot);
-        release_handle(self.inner);
     }
 }
 
