@@ -980,8 +980,9 @@ impl Inner {
                 unsafe { Inner::orphan_released(self.this, self.freed + 1) };
             }
         }
-        items.reverse(); // popped from the back: free in queue order
-        // A panic in `run` unwinds through `Batch::drop`, which frees the rest and releases.
+        // Popped from the back: free in queue order. A panic in `run` unwinds through
+        // `Batch::drop`, which frees the rest and releases.
+        items.reverse();
         Batch {
             this,
             items,

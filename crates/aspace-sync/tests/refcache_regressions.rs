@@ -134,8 +134,15 @@ fn f2_a_panicking_drop_in_the_teardown_abandons_the_other_queued_zeroes() {
     }
     drop(core); // flushed: five queued zeroes, handed to the orphan queue
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(rc)));
-    assert!(res.is_err(), "the bomb's panic propagates out of the teardown");
-    assert_eq!(d.load(SeqCst), 5, "every queued zero dropped despite one panic");
+    assert!(
+        res.is_err(),
+        "the bomb's panic propagates out of the teardown"
+    );
+    assert_eq!(
+        d.load(SeqCst),
+        5,
+        "every queued zero dropped despite one panic"
+    );
 }
 
 /// F2, variant: a panic in `T::drop` during a `Core`'s drop (a detach that is not the slot's
@@ -165,7 +172,11 @@ fn f2_a_panicking_drop_in_core_drop_leaks_the_domain() {
     c0.put(later).unwrap(); // cached on slot 0: queued (not due) when c0 detaches
     drop(c0);
     drop(rc); // every handle is gone: the teardown must free `later`
-    assert_eq!(d.load(SeqCst), 2, "the queued zero is freed once every handle is gone");
+    assert_eq!(
+        d.load(SeqCst),
+        2,
+        "the queued zero is freed once every handle is gone"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
