@@ -115,6 +115,8 @@ mod ops;
 pub(crate) mod pervma;
 mod placement;
 mod syscalls;
+mod window;
+mod windowed;
 
 pub(crate) use ops::DesignOps;
 

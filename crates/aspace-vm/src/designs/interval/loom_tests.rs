@@ -273,7 +273,7 @@ fn window_edit(
     use crate::region::store::RegionStore;
     let count = super::RegionCount::Shared(aspace_sync::AtomicCounter::new(64));
     let shmem = super::ShmemNumbers::default();
-    let mut w = super::Window::lock(map, range.clone(), &count, &shmem, 0);
+    let mut w = crate::designs::window::Window::lock(map, range.clone(), &count, &shmem, 0);
     let mut old = Vec::new();
     w.read_window(range, &mut old);
     let new: Vec<Region> = old.iter().filter_map(&edit).collect();
@@ -381,7 +381,13 @@ impl crate::designs::lock_free_loom::LoomStore for IntervalLoom {
         body: &mut dyn FnMut(),
     ) {
         use crate::region::store::RegionStore;
-        let mut w = super::Window::lock(&self.map, range.clone(), &self.count, &self.shmem, 0);
+        let mut w = crate::designs::window::Window::lock(
+            &self.map,
+            range.clone(),
+            &self.count,
+            &self.shmem,
+            0,
+        );
         let mut bufs = crate::region::plan::EditBuffers::default();
         w.edit(
             &mut bufs,

@@ -93,7 +93,8 @@ fn auto_arenas_are_aligned_so_that_no_page_table_serves_two() {
             max_cores: cores,
             ..crate::Config::default()
         };
-        let l = super::arena_layout(&config).expect("the default range has arenas");
+        let l =
+            crate::designs::placement::arena_layout(&config).expect("the default range has arenas");
         let raw = (config.max_addr - config.min_addr) / 32 / l.count as u64;
         // 8 GiB: a line of level-3 entries (the default range gives 128 arenas >= 24 GiB).
         let align: u64 = 8 << 30;
@@ -112,7 +113,7 @@ fn auto_arenas_are_aligned_so_that_no_page_table_serves_two() {
         max_addr: 1 << 34,
         ..crate::Config::default()
     };
-    let l = super::arena_layout(&config).unwrap();
+    let l = crate::designs::placement::arena_layout(&config).unwrap();
     assert_eq!((l.base % (2 << 20), l.size % (2 << 20)), (0, 0));
 }
 

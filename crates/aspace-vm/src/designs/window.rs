@@ -1,25 +1,30 @@
-//! The `interval` design's region store for one call: a held range of the region skiplist
-//! (`SkipLocked`), seen by the Linux bodies (`syscalls.rs`) as a [`RegionStore`].
+//! A held range of a region map, seen by the Linux bodies (`syscalls.rs`) as a
+//! [`RegionStore`]: the region store of one call of the designs that lock ranges (`interval`
+//! over the interval skiplist, `radix` over the radix tree; `windowed.rs`).
 //!
-//! A [`Window`] locks the range an operation needs, widened to the whole nodes it overlaps
-//! (`SkipListMap::lock_covering`), so every region the call can read or rewrite is held, and
-//! the gaps up to the next nodes on both sides are held too (the lock's *stable span*: no other
-//! operation can insert into them). Lookups answer from the held regions; an edit (the plan's
-//! `replace_window`) changes only the window's own list, after marking every region it replaces
-//! or removes as replaced (`StoredRegion::mark_replaced`, the signal a lock-free fault checks
-//! under the leaf lock). [`Window::commit`] publishes what changed with one skiplist `swap` of
-//! that span alone (`SkipLocked::narrow` first releases the held regions that come back
-//! unchanged) at the end of the call, so the body's later steps (clearing page tables, freeing
-//! the tables of the widened gap, the shootdown) all run while the range is still held:
-//! no Alloc can put a region into a gap whose tables are being freed.
+//! A [`Window`] locks the range an operation needs, widened to the whole regions it overlaps
+//! ([`WindowMap::hold`]: `SkipListMap::lock_covering`, `RadixMap`'s dynamic interval), so every
+//! region the call can read or rewrite is held, and the gaps around them that the map holds
+//! too (the lock's *stable span*: no other operation can insert into it; the skiplist's reaches
+//! the next nodes on both sides, the radix tree's is the held slots). Lookups answer from the
+//! held regions; an edit (the plan's `replace_window`) changes only the window's own list,
+//! after marking every region it replaces or removes as replaced
+//! (`StoredRegion::mark_replaced`, the signal a lock-free fault checks under the leaf lock).
+//! [`Window::commit`] publishes what changed with one `swap` of the span
+//! [`WindowMap::commit_span`] names (the skiplist first releases the held regions that come
+//! back unchanged, `SkipLocked::narrow`; the radix tree republishes its held slots) at the end
+//! of the call, so the body's later steps (clearing page tables, freeing the tables of the
+//! widened gap, the shootdown) all run while the range is still held: no Alloc can put a region
+//! into a gap whose tables are being freed.
 //!
-//! Regions of the window that an edit did not touch stay the skiplist's own values (a first
-//! write fault under the window sets the anon identity in the real node); new ones are values
-//! of the window until the commit moves them into new nodes. The regions just outside the held
-//! ones (the lock's predecessor and the successor of its last node: `SkipLocked::neighbours`,
-//! unchangeable while held) are read-only *borders*: adjacency lookups see them, so a first
-//! write adopts a neighbour's anon identity as Linux does even when the neighbour lies outside
-//! the locked range; edits never reach them.
+//! Regions of the window that an edit did not touch stay the map's own values (a first write
+//! fault under the window sets the anon identity in the real node); new ones are values of the
+//! window until the commit moves them into the map. The regions just outside the held ones
+//! (the skiplist's lock predecessor and the successor of its last node:
+//! `SkipLocked::neighbours`, unchangeable while held) are read-only *borders*: adjacency lookups
+//! see them, so a first write adopts a neighbour's anon identity as Linux does even when the
+//! neighbour lies outside the locked range; edits never reach them. The radix tree has none:
+//! its window holds a page on each side of the range, so an adjacent neighbour is held.
 //!
 //! Counting: `reserve` takes the regions an edit adds from the design's limit counter before
 //! anything changes (refused: `ENOMEM`, nothing changed); regions an edit removes are given
@@ -28,13 +33,15 @@
 //! # Where a region node leaves, and where it is marked (the leave rule, `region/store.rs`)
 //!
 //! A lock-free fault may hold any region node it got from `query` until it checks the node's
-//! mark under the leaf lock, so every way a node can leave the region skiplist is listed here
-//! with the point at which it is marked:
+//! mark under the leaf lock, so every way a node can leave the region map is listed here
+//! with the point at which it is marked (the skiplist's words; the radix tree's records leave
+//! the same ways, and `RadixMap::with_leave_mark`, set by `region_radix`, marks every record
+//! its commit takes out, after the operation's allocations succeeded):
 //! - *an edit drops a held region* (removed, or replaced by different regions):
 //!   `replace_window` marks it when it drops it from the window, before the body returns to
 //!   clear or downgrade its entries; the commit marks it again (idempotent);
 //! - *the commit copies an unchanged held region*: a window narrowed to the changed span
-//!   (`SkipLocked::narrow`) swaps out every node inside it, so a region an edit kept between two
+//!   (`SkipLocked::narrow`; the radix tree's whole held span) swaps out every node inside it, so a region an edit kept between two
 //!   it changed (an `mprotect` over three regions whose middle already had the protection) is
 //!   copied into a new node. The skiplist's commit marks the old node before the store that
 //!   publishes the copy (`SkipListMap::with_leave_mark`, set by `region_skiplist`); nothing of
@@ -61,13 +68,32 @@ use crate::region::shmem::ShmemNumbers;
 use crate::region::store::{RegionRef, RegionStore, StoredRegion};
 use crate::region::{AnonId, Region};
 use crate::semantics::Bounds;
-use aspace_map::{Interval, IntervalLocking, SkipListMap, SkipLocked, KEY_SPACE_END, PAGE_SIZE};
+use aspace_map::{Interval, IntervalLocking, KEY_SPACE_END, PAGE_SIZE};
 use std::cell::Cell;
 use std::ops::Range;
 
+/// A region map whose ranges a [`Window`] can hold (module doc): its `Locked` proof holds
+/// regions that no other operation can replace or free while it lives.
+pub(crate) trait WindowMap: IntervalLocking<StoredRegion> {
+    /// Holds the regions overlapping `range` (page aligned, inside the key space) and
+    /// everything they cover, waiting for concurrent holders.
+    fn hold(&self, range: Range<u64>) -> Self::Locked<'_>;
+    /// The span in which no region but the held ones can appear while `locked` lives.
+    fn stable_span(locked: &Self::Locked<'_>) -> Range<u64>;
+    /// The held regions, in address order, each once.
+    fn held<'a>(locked: &'a Self::Locked<'_>) -> Vec<(Interval, &'a StoredRegion)>;
+    /// The unchangeable regions just outside the held ones that the lock guarantees (module
+    /// doc), before and after.
+    fn borders<'a>(locked: &'a Self::Locked<'_>) -> [Option<(Interval, &'a StoredRegion)>; 2];
+    /// Prepares `locked` for a `swap` that publishes what changed in `changed` (inside the
+    /// held range) and returns the span that swap replaces: every region of the window
+    /// overlapping it is passed to the swap, and lies inside it.
+    fn commit_span(locked: &mut Self::Locked<'_>, changed: Range<u64>) -> Range<u64>;
+}
+
 /// Where a piece of the window's region list lives.
 enum Value {
-    /// A region of the skiplist, held by the window's lock (pinned while it is held).
+    /// A region of the map, held by the window's lock (pinned while it is held).
     Held(*const StoredRegion),
     /// A region an edit made; it becomes a node at the commit.
     New(Box<StoredRegion>),
@@ -80,11 +106,11 @@ struct Piece {
     value: Value,
 }
 
-/// A held range of the region skiplist as a [`RegionStore`] (module doc).
-pub(crate) struct Window<'m> {
-    map: &'m SkipListMap<StoredRegion>,
+/// A held range of a region map as a [`RegionStore`] (module doc).
+pub(crate) struct Window<'m, M: WindowMap + 'm> {
+    map: &'m M,
     /// `None` only after `commit` took it.
-    locked: Option<SkipLocked<'m, StoredRegion>>,
+    locked: Option<M::Locked<'m>>,
     /// The lock's stable span: no region but the held ones can appear in it.
     span: Range<u64>,
     /// The regions of the window, sorted.
@@ -109,35 +135,32 @@ pub(crate) struct Window<'m> {
     core: usize,
 }
 
-// SAFETY: the raw pointers in `pieces` point into nodes pinned by `locked`, which the window
+// SAFETY: the raw pointers in `pieces` point into regions held by `locked`, which the window
 // owns; the values are `Sync` (`StoredRegion` is atomics and plain data). A `Window` is used by
 // one thread at a time like any `&mut` store.
-unsafe impl Send for Window<'_> {}
+unsafe impl<M: WindowMap> Send for Window<'_, M> where for<'a> M::Locked<'a>: Send {}
 
-impl<'m> Window<'m> {
+impl<'m, M: WindowMap> Window<'m, M> {
     /// Holds the regions overlapping `range` widened by one page on each side (so the
     /// neighbours an edit of `range` may merge with are held), and everything they cover.
     pub(crate) fn lock(
-        map: &'m SkipListMap<StoredRegion>,
+        map: &'m M,
         range: Range<u64>,
         count: &'m RegionCount,
         shmem: &'m ShmemNumbers,
         core: usize,
-    ) -> Window<'m> {
+    ) -> Window<'m, M> {
         let lo = range.start.saturating_sub(PAGE_SIZE);
         let hi = range.end.saturating_add(PAGE_SIZE).min(KEY_SPACE_END);
-        let locked = map
-            .lock_covering(lo..hi)
-            .expect("page-aligned ranges inside the key space");
-        let span = locked.stable_span();
+        let locked = map.hold(lo..hi);
+        let span = M::stable_span(&locked);
         let piece = |(iv, v): (Interval, &StoredRegion)| Piece {
             start: iv.start,
             end: iv.end,
             value: Value::Held(v),
         };
-        let pieces = locked.intervals().map(piece).collect();
-        let (prev, next) = locked.neighbours();
-        let borders = [prev.map(piece), next.map(piece)];
+        let pieces = M::held(&locked).into_iter().map(piece).collect();
+        let borders = M::borders(&locked).map(|b| b.map(piece));
         Window {
             map,
             locked: Some(locked),
@@ -182,18 +205,15 @@ impl<'m> Window<'m> {
         (i < self.pieces.len() && self.pieces[i].start <= addr).then_some(i)
     }
 
-    /// Publishes what edits changed (one skiplist `swap` of the changed span, widened to whole
-    /// nodes; held regions outside it stay as they are) or, if nothing changed, releases the
+    /// Publishes what edits changed (one `swap` of [`WindowMap::commit_span`] of the changed
+    /// span; held regions outside it stay as they are) or, if nothing changed, releases the
     /// range; then gives back the regions edits removed.
     pub(crate) fn commit(mut self) {
         #[cfg(all(test, not(loom)))]
         crate::fault_inject::WINDOW_BEFORE_COMMIT.reached();
         let mut locked = self.locked.take().expect("committed once");
         if let Some(changed) = self.changed.take() {
-            locked
-                .narrow(changed)
-                .expect("the changed span lies inside the held range");
-            let span = locked.range();
+            let span = M::commit_span(&mut locked, changed);
             let pieces = std::mem::take(&mut self.pieces);
             let new = pieces
                 .into_iter()
@@ -208,13 +228,13 @@ impl<'m> Window<'m> {
                     (iv, v)
                 })
                 .collect();
-            // The new regions lie inside the narrowed range (edits stay inside the span they
-            // changed, and `narrow` widened it to whole nodes). Allocation failure here would
-            // leave the page tables already edited: out of memory for a few nodes panics (see
-            // `designs/interval.rs`, departures); the swap changed nothing and released the
-            // range, and the drop gives back what the edits reserved.
+            // The new regions lie inside the commit span (edits stay inside the span they
+            // changed, and `commit_span` widened it to whole regions). Allocation failure here
+            // would leave the page tables already edited: out of memory for a few nodes panics
+            // (see `designs/windowed.rs`, departures); the swap changed nothing and released
+            // the range, and the drop gives back what the edits reserved.
             if let Err(e) = self.map.swap(locked, new) {
-                panic!("committing a region edit: {e} (out of memory for skiplist nodes)");
+                panic!("committing a region edit: {e} (out of memory for region map nodes)");
             }
         } else {
             drop(locked);
@@ -230,7 +250,7 @@ impl<'m> Window<'m> {
 /// successful commit (a body that unwound, or a commit that ran out of memory) changed no
 /// region of the list, so it gives back the regions its edits reserved; a shmem number that no
 /// mapping used is given back either way.
-impl Drop for Window<'_> {
+impl<M: WindowMap> Drop for Window<'_, M> {
     fn drop(&mut self) {
         if self.reserved > 0 {
             self.count.sub(self.core, self.reserved);
@@ -241,7 +261,7 @@ impl Drop for Window<'_> {
     }
 }
 
-impl RegionStore for Window<'_> {
+impl<M: WindowMap> RegionStore for Window<'_, M> {
     fn len(&self) -> usize {
         self.pieces.len()
     }

@@ -1,0 +1,359 @@
+//! The lock policy of the designs that lock ranges of their region map: IntervalVM's (SOSP'25
+//! §5), shared by `interval` (the interval skiplist, one shared page-table tree) and `radix`
+//! (RadixVM's radix tree, per-core page tables). [`Windowed`] is generic over the map
+//! ([`RangeMap`]); each design's file says what its map brings and documents the policy's
+//! consequences for it (`interval.rs` has the protocol in full).
+//!
+//! # The policy
+//!
+//! - **Locks**: the hybrid-granular lock ([`HybridLock`], §5.1: LR for faults that need locks,
+//!   LW for system calls, GR for `maps()`/`region_count`, GW for the placement fallback), then
+//!   the map's range lock through a [`Window`] (`window.rs`: the range a call reads or changes,
+//!   widened to whole regions and the neighbours it may merge with), then leaf page-table locks.
+//!   Every Linux rule is `syscalls.rs`'s, run on the window as its region store.
+//! - **Faults** in two stages: `syscalls::fault_rcu` over the map's lock-free lookup
+//!   ([`RcuRegions`]) with no space lock; on `Retry`, LR and a window around the region stage 1
+//!   found, and `syscalls::fault_locked` on it.
+//! - **Alloc**: `mmap` without an address of a private mapping claims a gap in the calling
+//!   core's arena ([`RangeMap::alloc_in_arena`]) padded by a page on both sides (so no merge
+//!   applies and `maps()` stays Linux's), under LW; otherwise (arenas off or full, shared
+//!   mappings, hints) Linux's placement: the hint under its window, else lock-free scans taken as
+//!   `MAP_FIXED_NOREPLACE` edits, and GW after [`PLACEMENT_TRIES`] lost choices.
+//! - **Modify**: `munmap`, `mprotect`, `madvise`, `MAP_FIXED` take LW and a window, run the
+//!   Linux body and commit with one swap; page-table edits, table frees and the shootdown run
+//!   while the range is held.
+//! - **Limits**: the region count through a per-core limit counter (`region/count.rs`).
+//!
+//! # Departures common to both maps
+//!
+//! The commit's `swap` allocates after the page tables were edited: out of memory there
+//! panics (`interval.rs`, "Departures", has the consequences and the regression test).
+//!
+//! Not for: the Linux rules (`syscalls.rs`), placement rules (`placement.rs`), the maps.
+
+use super::ops::DesignOps;
+use super::placement::{self, arena_layout, hint_fits};
+use super::syscalls::{
+    fault_locked, fault_rcu, madvise_locked, mmap_locked, mprotect_locked, munmap_locked,
+    new_region_attrs, Retry,
+};
+use super::window::{Window, WindowMap};
+use crate::config::CountLimit;
+use crate::core_state::Core;
+use crate::error::{Fault, Limit, VmError};
+use crate::region::count::RegionCount;
+use crate::region::gap::HighestGap;
+use crate::region::shmem::ShmemNumbers;
+use crate::region::store::{RcuRegions, RegionRef, StoredRegion};
+use crate::region::Region;
+use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
+use crate::shared::Shared;
+use crate::types::{Access, Prot, RegionInfo, Sharing};
+use aspace_map::{ArenaAllocError, ArenaLayout, Interval, KEY_SPACE_END};
+use aspace_rcu::Domain;
+use aspace_sync::{AtomicCounter, HybridLock, LimitCounter};
+use std::ops::{ControlFlow, Range};
+
+/// What a design's region map brings to [`Windowed`]: a range lock a window can hold, a
+/// lock-free lookup under RCU that obeys the leave rule (`region/store.rs`), and a claim in a
+/// core's arena.
+pub(crate) trait RangeMap: WindowMap + RcuRegions + Sized + 'static {
+    /// The design's name (its `Debug`).
+    const DESIGN: &'static str;
+    /// An empty map over `domain` (the space's), whose commits mark every region they take
+    /// out; `layout` is the configuration's arenas.
+    fn build(domain: Domain, layout: Option<ArenaLayout>) -> Self;
+    /// Claims `len` bytes in arena `idx` of `layout` for `value`, with one free page on both
+    /// sides, in one step visible to lookups.
+    ///
+    /// # Errors
+    /// `OutOfMemory` for the map's own allocations; any other error sends the call to Linux's
+    /// placement.
+    fn alloc_in_arena(
+        &self,
+        layout: &ArenaLayout,
+        idx: usize,
+        len: u64,
+        value: StoredRegion,
+    ) -> Result<Interval, ArenaAllocError<StoredRegion>>;
+}
+
+/// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
+pub(crate) const PLACEMENT_TRIES: usize = 4;
+
+/// The state of a design that locks ranges of its region map `M` (module doc).
+pub(crate) struct Windowed<M> {
+    /// The regions.
+    pub(super) map: M,
+    /// The hybrid-granular lock.
+    lock: HybridLock,
+    pub(super) count: RegionCount,
+    shmem: ShmemNumbers,
+    /// The per-core arenas of Alloc, if the configuration has them.
+    arenas: Option<ArenaLayout>,
+}
+
+impl<M: RangeMap> std::fmt::Debug for Windowed<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(M::DESIGN)
+            .field("regions", &self.map.len())
+            .field("arenas", &self.arenas)
+            .finish()
+    }
+}
+
+impl<M: RangeMap> Windowed<M> {
+    /// An empty design for the space `sh` (its RCU domain is the map's too, so one read
+    /// section covers a lock-free fault's region lookup and page-table walk).
+    pub(crate) fn new(sh: &Shared) -> Windowed<M> {
+        let config = &sh.config;
+        let domain = sh.domain.clone();
+        let layout = arena_layout(config);
+        let map = M::build(domain, layout);
+        let locks = config.core_slots();
+        let limit = config.max_map_count as u64;
+        let count = match config.count_limit {
+            CountLimit::PerCore => RegionCount::PerCore(LimitCounter::new(limit, locks)),
+            CountLimit::SharedAtomic => RegionCount::Shared(AtomicCounter::new(limit)),
+        };
+        Windowed {
+            map,
+            lock: HybridLock::new(locks),
+            count,
+            shmem: ShmemNumbers::default(),
+            arenas: layout,
+        }
+    }
+
+    /// Holds the window of `range` for the duration of `body`, then commits it.
+    #[inline]
+    fn in_window<R>(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        range: Range<u64>,
+        body: impl FnOnce(&Shared, &mut Core, &mut Window<'_, M>) -> R,
+    ) -> R {
+        let mut w = Window::lock(&self.map, range, &self.count, &self.shmem, core.id.index());
+        let r = body(sh, core, &mut w);
+        w.commit();
+        r
+    }
+
+    /// A fault through its stages (module doc); with the stage that resolved it.
+    #[inline]
+    fn resolve(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> (Result<(), Fault>, usize) {
+        let Retry { region } = match fault_rcu(sh, core, &self.map, va, access) {
+            Ok(r) => return (r, 0),
+            Err(retry) => retry,
+        };
+        #[cfg(all(test, not(loom)))]
+        crate::fault_inject::STAGE2_BEFORE_WINDOW.reached();
+        // Stage 2, under LR: the window around the region stage 1 found (module doc).
+        let _lr = self.lock.lr(core.id.index());
+        let r = self.in_window(sh, core, region, |sh, core, w| {
+            fault_locked(sh, core, w, va, access)
+        });
+        (r, 1)
+    }
+
+    /// Alloc in the caller's arena (module doc); `None` when the call must be placed like
+    /// Linux's instead.
+    fn alloc_in_arena(
+        &self,
+        layout: &ArenaLayout,
+        core: &mut Core,
+        req: &MmapRequest,
+    ) -> Option<Result<u64, VmError>> {
+        let idx = core.id.index();
+        let start = {
+            let _lw = self.lock.lw(idx);
+            if self.count.try_add(idx, 1).is_err() {
+                // At the limit a placement that merges adds no region (Linux's top-down
+                // choice next to a compatible mapping): the window's exact count decides.
+                return None;
+            }
+            // Everything about the region is set before the CAS publishes it. A store keyed
+            // by interval does not use the value's own start.
+            let region = Region {
+                start: 0,
+                end: req.len,
+                attrs: new_region_attrs(req, Sharing::Private, None),
+            };
+            let value = StoredRegion::new(&region);
+            match self.map.alloc_in_arena(layout, idx, req.len, value) {
+                Ok(iv) => iv.start,
+                Err(ArenaAllocError::OutOfMemory) => {
+                    self.count.sub(idx, 1);
+                    return Some(Err(VmError::OutOfMemory(Limit::Memory)));
+                }
+                Err(_) => {
+                    self.count.sub(idx, 1);
+                    return None;
+                }
+            }
+        };
+        Some(Ok(start))
+    }
+
+    /// Where `placement` would go now, by lock-free scans (exact when no LW holder runs).
+    fn choose(&self, core: &Core, placement: Placement, len: u64, bounds: Bounds) -> Option<u64> {
+        let guard = core.reader.read();
+        let is_free = |start, end| {
+            let mut free = true;
+            let _ = self.map.visit(start..end, &guard, &mut |_, _| {
+                free = false;
+                ControlFlow::Break(())
+            });
+            free
+        };
+        let top_down = |len, bounds: Bounds| {
+            let mut gap = HighestGap::new(len, bounds);
+            let _ = self
+                .map
+                .visit(bounds.min_addr..bounds.max_addr, &guard, &mut |iv, _| {
+                    gap.region(iv.start..iv.end);
+                    ControlFlow::Continue(())
+                });
+            gap.finish()
+        };
+        placement::choose(placement, len, bounds, is_free, top_down).ok()
+    }
+
+    /// `mmap` placed like Linux's (module doc, `Alloc`).
+    fn mmap_placed(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
+        let idx = core.id.index();
+        let len = req.len;
+        let bounds = sh.bounds;
+        let fixed = matches!(req.placement, Placement::Fixed(_) | Placement::NoReplace(_));
+        let map_at = |sh: &Shared, core: &mut Core, at: u64, placement| {
+            let req = MmapRequest {
+                placement,
+                ..req.clone()
+            };
+            self.in_window(sh, core, at..at + len, |sh, core, w| {
+                mmap_locked(sh, core, w, req)
+            })
+        };
+        if let Placement::Hint(h) = req.placement {
+            if hint_fits(h, len, bounds) {
+                // The hint's range is checked under the window itself (no lock-free scan
+                // first): a free hint costs one window.
+                let _lw = self.lock.lw(idx);
+                match map_at(sh, core, h, Placement::NoReplace(h)) {
+                    Err(VmError::Exists) => {} // Taken: placed top-down below, as Linux does.
+                    r => return r,
+                }
+            }
+        }
+        for _ in 0..PLACEMENT_TRIES {
+            let _lw = self.lock.lw(idx);
+            let Some(at) = self.choose(core, req.placement, len, bounds) else {
+                break;
+            };
+            let placement = if fixed {
+                req.placement
+            } else {
+                Placement::NoReplace(at)
+            };
+            match map_at(sh, core, at, placement) {
+                Err(VmError::Exists) if !fixed => continue,
+                r => return r,
+            }
+        }
+        // GW: no LW holder runs, so the scan is exact and its choice cannot be taken.
+        let _gw = self.lock.gw();
+        let at = self
+            .choose(core, req.placement, len, bounds)
+            .ok_or(VmError::OutOfMemory(Limit::AddressSpace))?;
+        map_at(sh, core, at, Placement::NoReplace(at))
+    }
+}
+
+impl<M: RangeMap> DesignOps for Windowed<M> {
+    fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
+        if let Some(layout) = &self.arenas {
+            if req.placement == Placement::Anywhere && req.sharing == Ok(Sharing::Private) {
+                if let Some(r) = self.alloc_in_arena(layout, core, &req) {
+                    return r;
+                }
+            }
+        }
+        self.mmap_placed(sh, core, req)
+    }
+
+    fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
+        let _lw = self.lock.lw(core.id.index());
+        self.in_window(sh, core, range.clone(), |sh, core, w| {
+            munmap_locked(sh, core, w, range)
+        })
+    }
+
+    fn mprotect(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        range: Range<u64>,
+        prot: Prot,
+    ) -> Result<(), VmError> {
+        let _lw = self.lock.lw(core.id.index());
+        self.in_window(sh, core, range.clone(), |sh, core, w| {
+            mprotect_locked(sh, core, w, range, prot)
+        })
+    }
+
+    fn madvise(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        range: Range<u64>,
+        effect: AdviceEffect,
+    ) -> Result<(), VmError> {
+        let _lw = self.lock.lw(core.id.index());
+        self.in_window(sh, core, range.clone(), |sh, core, w| {
+            madvise_locked(sh, core, w, range, effect)
+        })
+    }
+
+    #[inline]
+    fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
+        let (r, stage) = self.resolve(sh, core, va, access);
+        let c = sh.counters.of(core.id);
+        c.bump_faults();
+        c.bump_stage(stage);
+        r
+    }
+
+    fn populate_page(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        va: u64,
+        access: Access,
+    ) -> Result<(), Fault> {
+        self.resolve(sh, core, va, access).0
+    }
+
+    fn maps(&self) -> Vec<RegionInfo> {
+        let _gr = self.lock.gr();
+        let reader = self.map.domain().register();
+        let guard = reader.read();
+        let mut out = Vec::new();
+        let _ = self.map.visit(0..KEY_SPACE_END, &guard, &mut |iv, v| {
+            out.push(RegionRef::new(iv.start, iv.end, v).region().info());
+            ControlFlow::Continue(())
+        });
+        out
+    }
+
+    fn region_count(&self) -> u64 {
+        let _gr = self.lock.gr();
+        self.map.len() as u64
+    }
+}
