@@ -96,6 +96,16 @@ pub enum Design {
     /// lock for writing and the write lock of every region they change; faults the per-region
     /// path cannot serve take the space lock for reading; broadcast TLB shootdown.
     PerVma,
+    /// RadixVM (EuroSys'13 §3): the regions in RadixVM's radix tree over the page number
+    /// (range locks of slot lock bits, folded ranges), **per-core page tables** filled from
+    /// per-page metadata that owns the frames and records which cores copied each translation,
+    /// so that `munmap` shoots down exactly those cores; under IntervalVM's lock policy
+    /// (lock-free faults first, a range lock for edits, per-core arenas for `mmap(NULL)`).
+    ///
+    /// Operations on disjoint ranges write no shared line; a core faults once more for each
+    /// page another core filled (its own tree starts empty), and page tables cost memory per
+    /// core that touches a page. See `designs/radix.rs`.
+    Radix,
 }
 
 impl Design {
@@ -107,6 +117,7 @@ impl Design {
         Design::Interval,
         Design::Bonsai,
         Design::PerVma,
+        Design::Radix,
     ];
 
     /// The design's command-line name.
@@ -118,6 +129,7 @@ impl Design {
             Design::Interval => "interval",
             Design::Bonsai => "bonsai",
             Design::PerVma => "pervma",
+            Design::Radix => "radix",
         }
     }
 
@@ -134,7 +146,8 @@ impl Design {
             | Design::Hybrid
             | Design::Bonsai
             | Design::PerVma => ShootdownPolicy::Broadcast,
-            Design::Interval => ShootdownPolicy::Targeted,
+            // `radix`: the per-core trees are the record (`page_table/per_core.rs`).
+            Design::Interval | Design::Radix => ShootdownPolicy::Targeted,
         }
     }
 
@@ -149,6 +162,7 @@ impl Design {
             | Design::Interval
             | Design::Bonsai
             | Design::PerVma => Organisation::Shared,
+            Design::Radix => Organisation::PerCore,
         }
     }
 

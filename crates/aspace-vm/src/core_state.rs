@@ -99,7 +99,6 @@ impl Core {
     /// access's translations gathered before (`handle.rs`) may outlive the discard. It does so
     /// by making `seen` differ from its slot's request count, which costs no shared write; the
     /// flush is counted in `shootdowns_received`.
-    #[cfg_attr(any(not(test), loom), allow(dead_code))] // the `radix` design's (memory pressure)
     pub(crate) fn discard_tables(&mut self, sh: &Shared) -> usize {
         let n = sh.tables.discard(self.id, &mut self.tables, &sh.domain);
         if n > 0 {

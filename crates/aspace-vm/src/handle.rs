@@ -151,6 +151,20 @@ impl CoreHandle {
         }
     }
 
+    /// Drops this core's own page tables, as a kernel does under memory pressure, and returns
+    /// how many tables were freed (after a grace period). Only a design with per-core page
+    /// tables ([`Design::Radix`](crate::Design::Radix)) has any to drop: its tables are
+    /// copies of the design's per-page metadata, refilled by faults on the next accesses
+    /// (RadixVM §3.3); under the others (one shared tree whose entries own the frames) this
+    /// returns 0 and changes nothing. Memory contents are unaffected either way.
+    ///
+    /// # Errors
+    /// As every call of a handle: none except in a forked child.
+    pub fn discard_page_tables(&mut self) -> Result<usize, VmError> {
+        let (Space { shared, .. }, core) = self.parts()?;
+        Ok(core.discard_tables(shared))
+    }
+
     /// Copies `buf.len()` bytes starting at `addr` into `buf`, faulting pages in as needed.
     /// Each aligned 8-byte word is read atomically (whole, never torn by a concurrent write).
     ///

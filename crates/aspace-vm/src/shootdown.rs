@@ -190,6 +190,18 @@ impl CoreSet {
         self.words[w] |= 1 << bit;
     }
 
+    /// Takes `id` out of the set; returns whether it was in it.
+    pub(crate) fn remove(&mut self, id: CoreId) -> bool {
+        let (w, bit) = (id.index() / 64, id.index() % 64);
+        match self.words.get_mut(w) {
+            Some(x) if *x & (1 << bit) != 0 => {
+                *x &= !(1 << bit);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Whether `id` is in the set.
     #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn contains(&self, id: CoreId) -> bool {

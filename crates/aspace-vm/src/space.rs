@@ -140,6 +140,8 @@ impl AddressSpace {
                 .into_iter()
                 .map(|n| n * TABLE_BYTES)
                 .collect(),
+            metadata_bytes: self.space.design.region_metadata_bytes()
+                + sh.tables.owner_table_count() * TABLE_BYTES,
             regions: self.space.design.region_count(),
             cores: sh.shootdown.cores(),
             fault_stages: events.stages,

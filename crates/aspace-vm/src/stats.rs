@@ -46,6 +46,12 @@ pub struct Stats {
     /// (index: the slot; a slot's tree lives from its first attach and is emptied when its core
     /// detaches); empty for the designs whose cores share one tree.
     pub page_table_bytes_per_core: Vec<u64>,
+    /// Bytes of the design's metadata: its region map (the nodes and records of its tree or
+    /// skiplist, estimated from their counts; for the `BTreeMap` stores the entries alone, a
+    /// lower bound) and, under per-core page tables (`radix`), the owner tree of per-page
+    /// metadata that owns the frames and records which cores copied each translation
+    /// (RadixVM §5.4 compares this with Linux's VMA tree).
+    pub metadata_bytes: u64,
     /// Regions currently mapped.
     pub regions: u64,
     /// Cores currently attached.

@@ -354,6 +354,13 @@ fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_pervma() {
     readers_versus_writers(AddressSpace::builder().design(Design::PerVma));
 }
 
+/// The `radix` design (RadixVM): per-core page tables, each core's copies cleared and shot down
+/// by the writers' edits.
+#[test]
+fn readers_never_see_unmapped_or_foreign_data_while_writers_remap_radix() {
+    readers_versus_writers(AddressSpace::builder().design(Design::Radix));
+}
+
 /// The test (module doc) on a space of `builder`'s design and shootdown policy.
 fn readers_versus_writers(builder: Builder) {
     let space = builder

@@ -336,6 +336,31 @@ pub struct AspaceDriver {
 }
 
 impl AspaceDriver {
+    /// `sample` with the space's counters after the repeat as extra metrics: shootdown rounds
+    /// and their targets (what targeted shootdown saves), and the bytes of page tables (all,
+    /// and the largest core's own tree under per-core tables) and of the design's metadata
+    /// left at the end of the repeat (`Stats`).
+    fn with_space_stats(&self, sample: Sample) -> Sample {
+        let st = self.space.stats();
+        let per_round = if st.shootdowns > 0 {
+            st.shootdown_targets as f64 / st.shootdowns as f64
+        } else {
+            0.0
+        };
+        let max_core = st
+            .page_table_bytes_per_core
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        sample
+            .with("shootdowns", st.shootdowns as f64)
+            .with("targets_per_shootdown", per_round)
+            .with("page_table_bytes", st.page_table_bytes as f64)
+            .with("page_table_bytes_max_core", max_core as f64)
+            .with("metadata_bytes", st.metadata_bytes as f64)
+    }
+
     /// A fresh space configured as `builder` (see [`engine_builder`]) with a core slot for
     /// each of `threads` threads; `name` names it in errors.
     ///
@@ -566,7 +591,8 @@ impl<B: VmBench> Workload for Vm<B> {
             match engine_builder(design) {
                 Some(b) => {
                     let driver = AspaceDriver::new(b, design, threads)?;
-                    self.0.run_vm(&driver, threads, config)
+                    let sample = self.0.run_vm(&driver, threads, config);
+                    sample.map(|s| driver.with_space_stats(s))
                 }
                 None => return Err(self.unknown_design(design)),
             }

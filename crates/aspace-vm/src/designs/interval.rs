@@ -108,10 +108,13 @@ pub(super) mod loom_tests;
 #[cfg(all(test, not(loom)))]
 pub(super) mod tests;
 
+use super::ops::REGION_ENTRY_BYTES;
 use super::window::WindowMap;
-use super::windowed::{RangeMap, Windowed};
+use super::windowed::{ClaimError, RangeMap, Windowed};
 use crate::region::store::{region_skiplist, StoredRegion};
-use aspace_map::{ArenaAllocError, ArenaLayout, Interval, SkipListMap, SkipLocked, PAGE_SIZE};
+use aspace_map::{
+    ArenaAllocError, ArenaLayout, Interval, IntervalMap, SkipListMap, SkipLocked, PAGE_SIZE,
+};
 use aspace_rcu::Domain;
 use std::ops::Range;
 
@@ -164,7 +167,22 @@ impl RangeMap for SkipListMap<StoredRegion> {
         idx: usize,
         len: u64,
         value: StoredRegion,
-    ) -> Result<Interval, ArenaAllocError<StoredRegion>> {
+    ) -> Result<Interval, ClaimError> {
         self.alloc_in_arena_padded(idx, len, PAGE_SIZE, value)
+            .map_err(|e| match e {
+                ArenaAllocError::OutOfMemory => ClaimError::OutOfMemory,
+                _ => ClaimError::Elsewhere,
+            })
+    }
+
+    /// A node per region: its key, value and header, and a tower of two links on average
+    /// (the skiplist's height distribution, p = 1/2); separators not counted.
+    fn metadata_bytes(&self) -> u64 {
+        self.len() as u64 * (REGION_ENTRY_BYTES + 8 + 24 + 2 * 8)
+    }
+
+    #[cfg(all(test, not(loom)))]
+    fn check_map(&self) {
+        self.check_invariants();
     }
 }

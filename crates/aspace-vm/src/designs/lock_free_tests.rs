@@ -18,7 +18,12 @@ use crate::{AddressSpace, CoreHandle, Design, Fault};
 /// lookup and the fill. (`pervma` is not here: its fault holds the region's read lock across
 /// that step, so an `munmap` of the region waits for the paused fault instead of completing
 /// beside it; `designs/pervma.rs`'s tests check that wait.)
-pub(crate) const LOCK_FREE: &[Design] = &[Design::Hybrid, Design::Interval, Design::Bonsai];
+pub(crate) const LOCK_FREE: &[Design] = &[
+    Design::Hybrid,
+    Design::Interval,
+    Design::Bonsai,
+    Design::Radix,
+];
 
 /// Every design of [`LOCK_FREE`] with every [`CopyBy`].
 fn designs_and_copies() -> impl Iterator<Item = (Design, CopyBy)> {

@@ -5,8 +5,8 @@
 //! `semantics.rs` down to the parts that need the region set), the page-fault handler the
 //! access path calls outside its access window, and the read-only views (`maps`, region count).
 //! [`Designs`] is the closed set of implementations (`coarse`, `faultlock`, `hybrid`,
-//! `interval`, `bonsai`, `pervma`), an enum so that dispatch is a `match` the compiler inlines
-//! (no virtual call on the fault path). A new design (`radix`) adds a file here, a variant to
+//! `interval`, `bonsai`, `pervma`, `radix`), an enum so that dispatch is a `match` the compiler inlines
+//! (no virtual call on the fault path). A new design adds a file here, a variant to
 //! [`Designs`] and to `config::Design`, its shootdown policy (broadcast or targeted) to
 //! `Design::shootdown_policy` and its page-table organisation (one shared tree, or one tree per
 //! core filled from its own metadata: `page_table/organisation.rs`) to `Design::page_tables`
@@ -18,7 +18,8 @@
 //! (`placement::choose`, with the design's own gap scans). A design with lock-free faults
 //! calls `syscalls::fault_rcu` with its RCU lookup (`region::store::RcuRegions`) and, on
 //! `Retry`, takes its locks and calls `syscalls::fault_locked`. No file here imports from a
-//! sibling design or from this file's dispatch.
+//! sibling design or from this file's dispatch; `interval` and `radix` share a lock policy
+//! through `windowed.rs` (generic over their maps) and `window.rs`.
 //!
 //! # The lock and RCU contract (all designs)
 //!
@@ -114,6 +115,7 @@ mod lock_free_tests;
 mod ops;
 pub(crate) mod pervma;
 mod placement;
+pub(crate) mod radix;
 mod syscalls;
 mod window;
 mod windowed;
@@ -147,6 +149,8 @@ pub(crate) enum Designs {
     Bonsai(bonsai::Bonsai),
     /// `pervma`: Linux 6.4+ per-VMA locks over the Bonsai tree.
     PerVma(pervma::PerVma),
+    /// `radix`: RadixVM (EuroSys'13 §3) with per-core page tables.
+    Radix(radix::RadixDesign),
 }
 
 macro_rules! dispatch {
@@ -158,6 +162,7 @@ macro_rules! dispatch {
             Designs::Interval($d) => $e,
             Designs::Bonsai($d) => $e,
             Designs::PerVma($d) => $e,
+            Designs::Radix($d) => $e,
         }
     };
 }
@@ -172,6 +177,7 @@ impl Designs {
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
             crate::config::Design::Bonsai => Designs::Bonsai(bonsai::Bonsai::new(sh)),
             crate::config::Design::PerVma => Designs::PerVma(pervma::PerVma::new(sh)),
+            crate::config::Design::Radix => Designs::Radix(radix::RadixDesign::new(sh)),
         }
     }
 }
@@ -187,6 +193,7 @@ impl Designs {
             Designs::Interval(d) => interval::tests::check(d),
             Designs::Bonsai(d) => d.check(),
             Designs::PerVma(d) => d.check(),
+            Designs::Radix(d) => d.check(),
         }
     }
 }
@@ -254,5 +261,8 @@ impl DesignOps for Designs {
     }
     fn region_count(&self) -> u64 {
         dispatch!(self, d => d.region_count())
+    }
+    fn region_metadata_bytes(&self) -> u64 {
+        dispatch!(self, d => d.region_metadata_bytes())
     }
 }

@@ -54,4 +54,14 @@ pub(crate) trait DesignOps: Send + Sync {
     fn maps(&self) -> Vec<RegionInfo>;
     /// Number of regions.
     fn region_count(&self) -> u64;
+    /// Bytes of the region metadata: by default the regions' stored values and keys (a lower
+    /// bound for a tree that adds its own nodes); a design whose map has nodes of its own says
+    /// what they cost.
+    fn region_metadata_bytes(&self) -> u64 {
+        self.region_count() * REGION_ENTRY_BYTES
+    }
 }
+
+/// Bytes of one region's entry in a store: its value and its key.
+pub(crate) const REGION_ENTRY_BYTES: u64 =
+    (std::mem::size_of::<crate::region::store::StoredRegion>() + std::mem::size_of::<u64>()) as u64;

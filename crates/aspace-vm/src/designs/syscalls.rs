@@ -131,8 +131,9 @@ fn noting<'u>(sh: &Shared, users: &'u mut UserMask) -> Option<&'u mut UserMask> 
 }
 
 /// Shoots down the translations just removed or downgraded, by the space's policy: every core
-/// (broadcast), or the cores of `users`, the masks of the changed leaves (targeted; nothing to
-/// do when it is empty: no core walked those leaves, so none caches their entries).
+/// (broadcast), or the cores of `users`, the masks of the changed leaves (targeted; the caller's
+/// own TLB is flushed directly, and nothing is sent when no other core is named: no other core
+/// walked those leaves, so none caches their entries).
 ///
 /// # Preconditions
 /// Not inside an access window; `users` was collected by the `_noting` page-table calls that
@@ -143,6 +144,13 @@ fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
         ShootdownPolicy::Broadcast => sh.shootdown.shootdown_round(Targets::All),
         ShootdownPolicy::Targeted => {
             users.cores_into(sh.config.max_cores, &mut core.targets);
+            if core.targets.remove(core.id) {
+                // The caller's own TLB needs no round: it is outside any access (it holds
+                // `&mut Core`), so flushing it here drops every translation it could use, as
+                // its next access window would after a request (`shootdown.rs`). A page only
+                // this core touched sends nothing to anyone (RadixVM §3.4).
+                core.tlb.flush_all();
+            }
             if core.targets.is_empty() {
                 return;
             }

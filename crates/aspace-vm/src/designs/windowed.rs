@@ -49,7 +49,7 @@ use crate::region::Region;
 use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
 use crate::types::{Access, Prot, RegionInfo, Sharing};
-use aspace_map::{ArenaAllocError, ArenaLayout, Interval, KEY_SPACE_END};
+use aspace_map::{ArenaLayout, Interval, KEY_SPACE_END};
 use aspace_rcu::Domain;
 use aspace_sync::{AtomicCounter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
@@ -75,7 +75,21 @@ pub(crate) trait RangeMap: WindowMap + RcuRegions + Sized + 'static {
         idx: usize,
         len: u64,
         value: StoredRegion,
-    ) -> Result<Interval, ArenaAllocError<StoredRegion>>;
+    ) -> Result<Interval, ClaimError>;
+    /// Bytes the map's nodes and records take now (`Stats::metadata_bytes`).
+    fn metadata_bytes(&self) -> u64;
+    /// Checks the map's own invariants at rest (tests).
+    #[cfg(all(test, not(loom)))]
+    fn check_map(&self);
+}
+
+/// Why an arena claim ([`RangeMap::alloc_in_arena`]) took nothing.
+#[derive(Debug)]
+pub(crate) enum ClaimError {
+    /// The map's own allocation failed (`ENOMEM`).
+    OutOfMemory,
+    /// The arena is full, or the request does not fit it: placed like Linux's instead.
+    Elsewhere,
 }
 
 /// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
@@ -87,7 +101,7 @@ pub(crate) struct Windowed<M> {
     pub(super) map: M,
     /// The hybrid-granular lock.
     lock: HybridLock,
-    pub(super) count: RegionCount,
+    count: RegionCount,
     shmem: ShmemNumbers,
     /// The per-core arenas of Alloc, if the configuration has them.
     arenas: Option<ArenaLayout>,
@@ -189,7 +203,7 @@ impl<M: RangeMap> Windowed<M> {
             let value = StoredRegion::new(&region);
             match self.map.alloc_in_arena(layout, idx, req.len, value) {
                 Ok(iv) => iv.start,
-                Err(ArenaAllocError::OutOfMemory) => {
+                Err(ClaimError::OutOfMemory) => {
                     self.count.sub(idx, 1);
                     return Some(Err(VmError::OutOfMemory(Limit::Memory)));
                 }
@@ -355,5 +369,34 @@ impl<M: RangeMap> DesignOps for Windowed<M> {
     fn region_count(&self) -> u64 {
         let _gr = self.lock.gr();
         self.map.len() as u64
+    }
+
+    fn region_metadata_bytes(&self) -> u64 {
+        self.map.metadata_bytes()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl<M: RangeMap> Windowed<M> {
+    /// Checks every invariant of the design at rest: the map's own, Linux's region invariants
+    /// (no overlap, no unmerged mergeable neighbours), and the region counter equal to the
+    /// number of regions (so the limit it enforces is exact).
+    pub(crate) fn check(&self) {
+        self.map.check_map();
+        let reader = self.map.domain().register();
+        let guard = reader.read();
+        let mut regions = Vec::new();
+        self.map
+            .visit(0..KEY_SPACE_END, &guard, &mut |iv, v| {
+                regions.push(RegionRef::new(iv.start, iv.end, v).region());
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        crate::region::store::check_regions(regions.iter().copied());
+        assert_eq!(
+            self.count.sum(),
+            self.map.len() as u64,
+            "the region counter is exact"
+        );
     }
 }

@@ -60,7 +60,7 @@ use crate::semantics::Bounds;
 use crate::sync::stat::AtomicU64;
 use crate::sync::AtomicBool;
 use crate::types::{Prot, Sharing};
-use aspace_map::{ArenaLayout, IntervalMap, SkipListMap};
+use aspace_map::{ArenaLayout, IntervalMap, RadixMap, SkipListMap};
 use aspace_rcu::{Domain, Guard};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -174,6 +174,13 @@ pub(crate) fn region_skiplist(
     map.with_leave_mark(StoredRegion::mark_replaced)
 }
 
+/// The radix tree of regions (the `radix` design's), marking every record its commits take out
+/// of the tree (module doc, "The leave rule"; `RadixMap::with_leave_mark`). Every store over
+/// `aspace_map`'s radix tree is built here.
+pub(crate) fn region_radix(domain: Domain) -> RadixMap<StoredRegion> {
+    RadixMap::new(domain).with_leave_mark(StoredRegion::mark_replaced)
+}
+
 /// A region set that a fault can search without locks, under a read guard of the space's RCU
 /// domain: the one thing a lock-free fault design supplies to `designs/syscalls.rs`'s
 /// `fault_rcu`. Its values must obey the leave rule (module doc): a value that leaves the set is
@@ -195,6 +202,22 @@ pub(crate) trait RcuRegions {
 
 /// The region skiplist, built by [`region_skiplist`] (whose commits mark what leaves).
 impl RcuRegions for SkipListMap<StoredRegion> {
+    const MISS_IS_UNMAPPED: bool = true;
+
+    #[inline]
+    fn lookup_rcu<'g>(
+        &'g self,
+        va: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(Range<u64>, &'g StoredRegion)> {
+        self.query(va, guard).map(|(iv, v)| (iv.start..iv.end, v))
+    }
+}
+
+/// The radix tree of regions, built by [`region_radix`] (whose commits mark what leaves); its
+/// updates publish a range's new records in one step (a descriptor and one commit store), so
+/// a lookup that finds nothing is a true miss.
+impl RcuRegions for RadixMap<StoredRegion> {
     const MISS_IS_UNMAPPED: bool = true;
 
     #[inline]

@@ -5,11 +5,8 @@
 use super::IntervalDesign;
 use crate::config::Arenas;
 use crate::designs::Designs;
-use crate::region::store::{check_regions, RegionRef};
 use crate::types::{Access, MapFlags, Prot, PAGE_SIZE as P};
 use crate::{AddressSpace, CoreHandle, Design};
-use aspace_map::{IntervalMap, KEY_SPACE_END};
-use std::ops::ControlFlow;
 
 fn design(space: &AddressSpace) -> &IntervalDesign {
     match &*space.space.design {
@@ -18,24 +15,9 @@ fn design(space: &AddressSpace) -> &IntervalDesign {
     }
 }
 
-/// Checks every invariant of the design at rest.
+/// Checks every invariant of the design at rest (`Windowed::check`).
 pub(crate) fn check(d: &IntervalDesign) {
-    d.map.check_invariants();
-    let reader = d.map.domain().register();
-    let guard = reader.read();
-    let mut regions = Vec::new();
-    d.map
-        .visit(0..KEY_SPACE_END, &guard, &mut |iv, v| {
-            regions.push(RegionRef::new(iv.start, iv.end, v).region());
-            ControlFlow::Continue(())
-        })
-        .unwrap();
-    check_regions(regions.iter().copied());
-    assert_eq!(
-        d.count.sum(),
-        d.map.len() as u64,
-        "the region counter is exact"
-    );
+    d.check();
 }
 
 #[test]
