@@ -95,6 +95,7 @@ mod geom;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod node;
+mod node_rc;
 mod reclaim;
 mod retire;
 mod tree;
