@@ -57,6 +57,19 @@
 //! lies strictly inside one interval). The clones run before anything is published, with the
 //! dynamic interval's slots held; a panicking clone releases them and changes nothing.
 //!
+//! # Values that leave
+//! A record leaves the tree only through a publication (`radix/tree.rs`, `RawRadix::publish`:
+//! `map`, `swap`, `alloc`; dropping a [`RadixLocked`] only releases). Every record of the
+//! held range leaves at it, since the new slot words point to fresh records only: replaced,
+//! removed, trimmed (the kept parts are new records with cloned values), or passed back
+//! unchanged to a `swap` after [`RadixLocked::widen_to_held`] (a new record too). A map built
+//! [`with_leave_mark`](RadixMap::with_leave_mark) calls the mark on each such record's value,
+//! once, after the operation's last fallible step (the descriptor's allocation: records and
+//! expansions come before it) and before its first publishing store; an operation that fails
+//! marks nothing (the skiplist marks before its commit store too, but may still fail after).
+//! An address space uses it so that a lock-free fault holding an old region learns, under its
+//! leaf lock, that the region left (`aspace-vm`'s `StoredRegion::mark_replaced`).
+//!
 //! # Locking and RCU contract
 //! `query`/`visit` run under the caller's guard of [`RadixMap::domain`] (checked). `map`,
 //! `alloc`, `lock`, `swap` run inside a read section of a pooled reader
@@ -82,6 +95,7 @@ mod geom;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod node;
+mod node_rc;
 mod reclaim;
 mod retire;
 mod tree;
@@ -135,8 +149,12 @@ pub struct RadixMap<V> {
     /// `len` striped by reader slot (Relaxed: only their sum is read).
     counts: Box<[CachePadded<AtomicIsize>]>,
     hints: alloc::Hints,
+    /// The padded searches' hints (`alloc_padded`, `radix/alloc.rs`).
+    padded_hints: alloc::Hints,
     /// The allocation-failure test hook (`fault.rs`); off unless a test arms it.
     faults: AllocBudget,
+    /// Called on every record's value as it leaves the tree ([`RadixMap::with_leave_mark`]).
+    leave_mark: Option<fn(&V)>,
     /// Refcache for the nodes (`radix/reclaim.rs`). Declared last: dropped after the tree gave
     /// back its counts and the pool's cores are gone, so its teardown frees the objects.
     reclaimer: Reclaimer,
@@ -172,6 +190,43 @@ impl<V: Clone + Send + Sync + 'static> RadixLocked<'_, V> {
             end: self.w.1 * PAGE_SIZE,
         }
     }
+
+    /// The intervals inside [`held`](Self::held) (every interval overlapping
+    /// [`range`](Self::range), whole), in address order, each once, with their values.
+    /// Borrowed from the lock: no other operation can replace or free a record whose slots
+    /// are held (a `swap` consumes the lock, a drop releases it), so no read section is needed.
+    pub fn intervals(&self) -> impl Iterator<Item = (Interval, &V)> + '_ {
+        let mut last = 0usize;
+        self.held.iter().filter_map(move |h| {
+            let w = node::untag(h.word);
+            if w == 0 || w == last {
+                return None;
+            }
+            // A record's held slots are contiguous: a new word is a new record.
+            last = w;
+            // SAFETY: a record of a held slot is alive and immutable while the slot is held,
+            // and `&self` keeps it held for the borrow.
+            let r = unsafe { &*(w as *const node::Record<V>) };
+            Some((
+                Interval {
+                    start: r.start,
+                    end: r.end,
+                },
+                &r.value,
+            ))
+        })
+    }
+
+    /// Widens [`range`](Self::range) to [`held`](Self::held): the next `swap` then replaces the
+    /// whole held span, not only the range asked for. No remainder clones are made: every
+    /// interval the caller wants in the held span must be passed to `swap` (an interval of
+    /// [`intervals`](Self::intervals) passed back with the same bounds and a clone of its value
+    /// keeps its place, as a new record: it leaves the tree for the leave mark); every one not
+    /// passed is removed; the new intervals may be fewer, more, or others, anywhere inside
+    /// `held()`.
+    pub fn widen_to_held(&mut self) {
+        self.range = self.held();
+    }
 }
 
 impl<V: Clone + Send + Sync + 'static> Drop for RadixLocked<'_, V> {
@@ -192,6 +247,20 @@ impl<V: Send + 'static> RadixMap<V> {
         Self::with_reclaim(domain, false)
     }
 
+    /// Makes every commit of this map call `mark` on the value of each record it takes out of
+    /// the tree: replaced or removed, or trimmed (its parts outside the range kept as new
+    /// records with a clone of the value), or passed back unchanged to a `swap` (a new record
+    /// then). `mark` runs once per record, under the range's locks, after every allocation of
+    /// the operation succeeded and before the store that publishes the record's successors or
+    /// its removal: a failed operation marks nothing. So a lock-free reader that got a value
+    /// from `query` and checks the mark later under a lock of its own that the editor also
+    /// takes (with the fences `mark` and the check agree on) learns that the record left (see
+    /// the module doc, "Values that leave"). `mark` must not panic.
+    pub fn with_leave_mark(mut self, mark: fn(&V)) -> Self {
+        self.leave_mark = Some(mark);
+        self
+    }
+
     /// Testing: a map whose Refcache runs epochs as fast as operations go (every operation
     /// flushes its core and helps the others), so that emptied nodes are freed, and revived,
     /// under the noses of concurrent operations.
@@ -209,7 +278,9 @@ impl<V: Send + 'static> RadixMap<V> {
                 .map(|_| CachePadded::new(AtomicIsize::new(0)))
                 .collect(),
             hints: alloc::Hints::new(SLOTS),
+            padded_hints: alloc::Hints::new(SLOTS),
             faults: AllocBudget::default(),
+            leave_mark: None,
         }
     }
 }
@@ -229,6 +300,46 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
     #[doc(hidden)]
     pub fn fail_allocations_after(&self, n: Option<usize>) {
         self.faults.set(n);
+    }
+
+    /// Allocates `len` bytes for `value` inside `within`, padded: first fit of a gap `g` in
+    /// which `[g - pad, g + len + pad)` is free and lies inside `within`; only `[g, g + len)`
+    /// is published, so the new interval is adjacent to no other one when it is allocated
+    /// (for `pad > 0`). The pads are not reserved: later operations may fill them. The whole
+    /// `[g - pad, g + len + pad)` is locked for the claim, so the pads are free at the
+    /// linearization point. Sequentially this is exact first fit; under concurrency, as
+    /// `alloc`. `pad == 0` is `alloc`.
+    ///
+    /// Hints: padded searches start from a per-core hint of their own below which no run of
+    /// free pages is long enough for any padded claim (three pages: `radix/alloc.rs`), so the
+    /// hint moves past a one- or two-page pad and an arena of regions padded by one page is
+    /// not walked again; pads of three pages or more, or gaps left that the next claim does not
+    /// fit in, make the search walk them. Frees move the padded hints back like `alloc`'s.
+    ///
+    /// # Errors
+    /// As `alloc`: [`MapError::Unaligned`] (`len` or `pad` not page aligned),
+    /// [`MapError::EmptyRange`] (`len == 0` or an empty `within`), [`MapError::OutOfRange`],
+    /// [`MapError::NoSpace`] (no such gap; also when `len + 2 * pad` overflows or exceeds
+    /// `within`), [`MapError::OutOfMemory`] (nothing changed).
+    pub fn alloc_padded(
+        &self,
+        within: Range<u64>,
+        len: u64,
+        pad: u64,
+        value: V,
+    ) -> Result<Interval, MapError> {
+        let within = check_alloc(within, len)?;
+        if pad % PAGE_SIZE != 0 {
+            return Err(MapError::Unaligned(pad));
+        }
+        let fits = pad
+            .checked_mul(2)
+            .and_then(|p| p.checked_add(len))
+            .is_some_and(|need| need <= within.end - within.start);
+        if !fits {
+            return Err(MapError::NoSpace { len, within });
+        }
+        self.alloc_inner(within, len, pad, value)
     }
 
     /// Frees every record and descriptor removed before the call (and drops the values):
@@ -295,6 +406,7 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
                 &self.raw,
                 self.readers.domain(),
                 self.budget(),
+                self.leave_mark,
                 self.reclaimer.counter(core),
                 retire,
                 scratch,
@@ -340,6 +452,118 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         Some(&self.faults)
     }
 
+    /// `alloc` and `alloc_padded` (`pad` bytes, page aligned; `len + 2 * pad` checked to fit
+    /// `within`'s length by the caller): claims the first run of free pages in which
+    /// `[g - pad, g + len + pad)` fits, locking all of it (so the pads are free at the claim),
+    /// and publishes `[g, g + len)` only.
+    fn alloc_inner(
+        &self,
+        within: Interval,
+        len: u64,
+        pad: u64,
+        value: V,
+    ) -> Result<Interval, MapError> {
+        let (lo, hi, n, pd) = (
+            within.start / PAGE_SIZE,
+            within.end / PAGE_SIZE,
+            len / PAGE_SIZE,
+            pad / PAGE_SIZE,
+        );
+        // The run of free pages claimed: the interval and its pads.
+        let need = n + 2 * pd;
+        if need > hi - lo {
+            return Err(MapError::NoSpace { len, within });
+        }
+        let hints = if pd == 0 {
+            &self.hints
+        } else {
+            &self.padded_hints
+        };
+        let mut value = Some(value);
+        self.readers.with(|_, stripe, local| {
+            let Local {
+                core,
+                retire,
+                scratch,
+            } = local;
+            let core = core.get_or_insert_with(|| self.reclaimer.core(stripe));
+            let (seen, hint) = hints.read(stripe, within);
+            let mut from = (hint / PAGE_SIZE).clamp(lo, hi);
+            // The first free page, and the first run of free pages long enough for any padded
+            // claim, seen by the walks (lower bounds from the hint on).
+            let mut first_free: Option<u64> = None;
+            let mut first_long: Option<u64> = None;
+            let r = loop {
+                // SAFETY: inside a read section.
+                let found = unsafe { alloc::first_fit(&self.raw, from, hi, need) };
+                if first_free.is_none() {
+                    first_free = found.first_free;
+                }
+                if first_long.is_none() {
+                    first_long = found.first_long;
+                }
+                let Some(s) = found.fit else {
+                    if from > lo {
+                        // The hint may be too high (a wrapped version): search all of it.
+                        from = lo;
+                        continue;
+                    }
+                    break Err(MapError::NoSpace { len, within });
+                };
+                let g = s + pd;
+                let mut op = Op::new(
+                    &self.raw,
+                    self.readers.domain(),
+                    self.budget(),
+                    self.leave_mark,
+                    self.reclaimer.counter(core),
+                    retire,
+                    scratch,
+                );
+                // SAFETY: inside a read section; nothing held.
+                if let Err(e) = unsafe { op.lock_exact(s, s + need) } {
+                    break Err(e);
+                }
+                if !op.all_free() {
+                    // A concurrent map took part of the run: go on from its start.
+                    drop(op);
+                    from = s;
+                    continue;
+                }
+                let v = value.take().expect("claimed once");
+                // SAFETY: inside a read section; `[s, s + need)` is held and free.
+                let p = match unsafe { op.replace((s, s + need), g, g + n, [(g, g + n, v)]) } {
+                    Ok(p) => p,
+                    Err(e) => break Err(e),
+                };
+                drop(op);
+                self.count(stripe, p);
+                let to = if pd == 0 {
+                    match first_free {
+                        Some(f) if f < g => f,
+                        _ => g + n,
+                    }
+                } else {
+                    // The padded hint (`radix/alloc.rs`): below it no run of free pages is
+                    // long enough for a padded claim. The left pad stays such a run if it is.
+                    match first_long {
+                        Some(f) if f < s => f,
+                        _ if pd >= alloc::MIN_PADDED_RUN => s,
+                        _ => g + n,
+                    }
+                };
+                hints.advance(stripe, seen, to * PAGE_SIZE);
+                break Ok(Interval {
+                    start: g * PAGE_SIZE,
+                    end: (g + n) * PAGE_SIZE,
+                });
+            };
+            // Holding no slot now: free the slot's garbage whose grace period has ended.
+            retire.collect();
+            r
+        })
+    }
+
     /// `replace` of the dynamic interval of `[lo, hi)` pages by `new`, in one read section.
     fn update(
         &self,
@@ -366,6 +590,11 @@ impl<V: Clone + Send + Sync + 'static> RadixMap<V> {
         })?;
         if p.freed {
             self.hints.retreat(iv.start, iv.end);
+            // Back to the start of the run of free pages the free joins: below a padded hint
+            // such runs are shorter than `MIN_PADDED_RUN` (`radix/alloc.rs`).
+            let slack = (alloc::MIN_PADDED_RUN - 1) * PAGE_SIZE;
+            self.padded_hints
+                .retreat(iv.start.saturating_sub(slack), iv.end);
         }
         Ok(())
     }
@@ -409,80 +638,7 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for RadixMap<V> {
 
     fn alloc(&self, within: Range<u64>, len: u64, value: V) -> Result<Interval, MapError> {
         let within = check_alloc(within, len)?;
-        let (lo, hi, n) = (
-            within.start / PAGE_SIZE,
-            within.end / PAGE_SIZE,
-            len / PAGE_SIZE,
-        );
-        if n > hi - lo {
-            return Err(MapError::NoSpace { len, within });
-        }
-        let mut value = Some(value);
-        self.readers.with(|_, stripe, local| {
-            let Local {
-                core,
-                retire,
-                scratch,
-            } = local;
-            let core = core.get_or_insert_with(|| self.reclaimer.core(stripe));
-            let (seen, hint) = self.hints.read(stripe, within);
-            let mut from = (hint / PAGE_SIZE).clamp(lo, hi);
-            // The first free page seen by the walks (a lower bound from the hint on).
-            let mut first_free: Option<u64> = None;
-            let r = loop {
-                // SAFETY: inside a read section.
-                let found = unsafe { alloc::first_fit(&self.raw, from, hi, n) };
-                if first_free.is_none() {
-                    first_free = found.first_free;
-                }
-                let Some(g) = found.fit else {
-                    if from > lo {
-                        // The hint may be too high (a wrapped version): search all of it.
-                        from = lo;
-                        continue;
-                    }
-                    break Err(MapError::NoSpace { len, within });
-                };
-                let mut op = Op::new(
-                    &self.raw,
-                    self.readers.domain(),
-                    self.budget(),
-                    self.reclaimer.counter(core),
-                    retire,
-                    scratch,
-                );
-                // SAFETY: inside a read section; nothing held.
-                if let Err(e) = unsafe { op.lock_exact(g, g + n) } {
-                    break Err(e);
-                }
-                if !op.all_free() {
-                    // A concurrent map took part of the gap: go on from its start.
-                    drop(op);
-                    from = g;
-                    continue;
-                }
-                let v = value.take().expect("claimed once");
-                // SAFETY: inside a read section; `[g, g + n)` is held and free.
-                let p = match unsafe { op.replace((g, g + n), g, g + n, [(g, g + n, v)]) } {
-                    Ok(p) => p,
-                    Err(e) => break Err(e),
-                };
-                drop(op);
-                self.count(stripe, p);
-                let to = match first_free {
-                    Some(f) if f < g => f,
-                    _ => g + n,
-                };
-                self.hints.advance(stripe, seen, to * PAGE_SIZE);
-                break Ok(Interval {
-                    start: g * PAGE_SIZE,
-                    end: (g + n) * PAGE_SIZE,
-                });
-            };
-            // Holding no slot now: free the slot's garbage whose grace period has ended.
-            retire.collect();
-            r
-        })
+        self.alloc_inner(within, len, 0, value)
     }
 
     fn visit<'g>(
@@ -553,8 +709,9 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
         })
     }
 
-    /// Replaces the contents of the held range by `new_intervals`; parts of overlapped
-    /// intervals outside it are kept, as new records with a `Clone` of the value. An interval
+    /// Replaces the contents of the held range ([`RadixLocked::range`]; the whole
+    /// [`RadixLocked::held`] after [`RadixLocked::widen_to_held`]) by `new_intervals`; parts of
+    /// overlapped intervals outside it are kept, as new records with a `Clone` of the value. An interval
     /// outside the range or overlapping another is refused with `OutOfRange`, a failed
     /// allocation with `OutOfMemory` (nothing changes; the range is released either way).
     fn swap(
@@ -591,3 +748,5 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod tests_api;

@@ -38,6 +38,22 @@
 //! per core): an unmap costs one fence and a few loads per allocating core, and writes only the
 //! hints it moves.
 //!
+//! # Padded searches
+//! `alloc_padded` claims a run of `len + 2 * pad` free pages and publishes its middle, leaving
+//! the pads free; with the hint above, every claim would leave its left pad below the hint's
+//! bound (a free page), so the hint would never move and each search would walk every earlier
+//! claim. Padded searches therefore use hints of their own (a second [`Hints`], same protocol,
+//! retreated by the same frees) with a weaker bound: *below the hint, no run of free pages is
+//! [`MIN_PADDED_RUN`] pages long or more* (the shortest run any padded claim needs: a page and
+//! a one-page pad on each side). A padded search advances it to the first such run it saw, or
+//! to its claim's left pad if that is one (pads of three pages or more), or past its claim. A
+//! free of `[s, e)` retreats the padded hints to `s - (MIN_PADDED_RUN - 1)` pages: the freed
+//! pages may join a short free run just below `s`, which then starts no lower than that.
+//! Runs that straddle the hint are shorter than that, so a search that starts at the hint
+//! misses no fit; sequentially padded first fit stays exact, and a core allocating regions
+//! padded by one page does not walk them again. Unpadded allocs never read these hints, so the
+//! pads a padded search skipped cost them nothing.
+//!
 //! A core's hint is written only by the operation holding that core's pooled reader slot, so
 //! its range is one core's at a time. The exception is the pool's overflow (more than 256
 //! threads in operations at once): a temporary reader uses its home slot's hint beside the
@@ -158,12 +174,19 @@ impl Hints {
     }
 }
 
+/// The shortest run of free pages a padded claim needs (one page and a one-page pad on each
+/// side): the padded hints' threshold (see the module doc).
+pub(crate) const MIN_PADDED_RUN: u64 = 3;
+
 /// What one walk of the gap search found.
 pub(crate) struct Found {
     /// First page of the first fit, if any.
     pub(crate) fit: Option<u64>,
     /// First free page seen (a lower bound of the first free page from the walk's start).
     pub(crate) first_free: Option<u64>,
+    /// Start of the first run of at least [`MIN_PADDED_RUN`] free pages seen (clipped to the
+    /// walk's start).
+    pub(crate) first_long: Option<u64>,
 }
 
 /// Walks `[from, hi)` pages for the first run of `len` free pages (see the module doc).
@@ -175,6 +198,7 @@ pub(crate) unsafe fn first_fit<V>(raw: &RawRadix<V>, from: u64, hi: u64, len: u6
     let mut found = Found {
         fit: None,
         first_free: None,
+        first_long: None,
     };
     // SAFETY: forwarded.
     unsafe {
@@ -182,6 +206,9 @@ pub(crate) unsafe fn first_fit<V>(raw: &RawRadix<V>, from: u64, hi: u64, len: u6
             None => {
                 let start = *run.get_or_insert(s.max(from));
                 found.first_free.get_or_insert(start);
+                if e.min(hi) - start >= MIN_PADDED_RUN {
+                    found.first_long.get_or_insert(start);
+                }
                 if e.min(hi) - start >= len {
                     found.fit = Some(start);
                     return u64::MAX;

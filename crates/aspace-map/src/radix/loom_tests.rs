@@ -123,6 +123,7 @@ fn map(t: &RawRadix<u64>, lo: u64, hi: u64, value: u64) -> *const Record<u64> {
             &old,
             &[r],
             None,
+            None,
             &counts,
             &Pins::default(),
         )

@@ -39,7 +39,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::ptr;
 
 use super::geom::FANOUT;
-use super::reclaim::NodeRc;
+use super::node_rc::NodeRc;
 
 /// Lock bit of a value slot.
 pub(crate) const LOCK: usize = 1;
@@ -70,8 +70,8 @@ pub(crate) fn is_value(w: usize) -> bool {
 #[repr(C)]
 pub(crate) struct Node {
     pub(crate) slots: [AtomicUsize; FANOUT],
-    /// The node's Refcache object and weak reference (`reclaim.rs`); none for the root.
-    pub(crate) rc: NodeRc,
+    /// The node's Refcache object and weak reference (`node_rc.rs`, counted by `reclaim.rs`); none for the root.
+    pub(crate) rc: NodeRc<Node>,
     /// The parent node (null for the root).
     pub(crate) parent: *const Node,
     /// This node's slot in the parent.

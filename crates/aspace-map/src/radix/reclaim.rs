@@ -2,8 +2,8 @@
 //! decides when an empty node leaves the tree, and frees what operations unlink.
 //!
 //! # Counts (paper §3.2, §3.4)
-//! Every node but the root is a Refcache object ([`NodeObj`], `aspace_sync::Refcache`) whose
-//! count is
+//! Every node but the root is a Refcache object (`NodeObj`, `node_rc.rs`;
+//! `aspace_sync::Refcache`) whose count is
 //! - one per *used slot* (a record, or a child pointer): filling a slot takes a reference and
 //!   keeps it as a bare count (`Ref::into_raw`), emptying one gives it back (`Core::put`);
 //! - one per *traversal*: a range operation that locks a slot of a node first takes a
@@ -23,9 +23,9 @@
 //!
 //! # Weak references and death
 //! A parent links to a child by the child pointer in its slot and the child's one Refcache
-//! [`Weak`], kept in the child itself ([`NodeRc`]). When the count has been zero for a whole
-//! Refcache epoch (no used slot, no traversal), Refcache's review clears the weak reference and
-//! frees the object; [`NodeObj`]'s `Drop` then
+//! `Weak`, kept in the child itself (`NodeRc`, `node_rc.rs`). When the count has been zero
+//! for a whole Refcache epoch (no used slot, no traversal), Refcache's review clears the weak
+//! reference and frees the object; `NodeObj`'s `Drop` (`Shared::remove` here) then
 //! 1. clears the parent's slot (child pointer to free, one CAS; no one else writes a child
 //!    pointer slot: lock bits live on value slots only);
 //! 2. gives back the parent's count for that slot (the parent stays alive until then: that
@@ -125,9 +125,10 @@ pub(crate) use stand_in::*;
 #[cfg(not(loom))]
 mod refcache {
     use super::super::node::{Node, NODE};
+    use super::super::node_rc::Remove;
     use super::NodeBox;
     use aspace_rcu::Domain;
-    use aspace_sync::{Core, Ref, Refcache, RefcacheConfig, Weak};
+    use aspace_sync::{Core, Ref, Refcache, RefcacheConfig};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
@@ -140,33 +141,26 @@ mod refcache {
         pub(crate) dropping: AtomicBool,
     }
 
-    /// A node's Refcache object (see the module doc); its `Drop` removes the node.
-    pub(crate) struct NodeObj {
-        node: *mut Node,
-        shared: Arc<Shared>,
-    }
+    /// A node's Refcache object (`node_rc.rs`); its `Drop` calls [`Shared::remove`].
+    pub(crate) type NodeObj = super::super::node_rc::NodeObj<Node>;
 
-    // SAFETY: the pointer is only used by `Drop`, which owns the node then (it is empty and
-    // unreferenced); the parent it reaches is kept alive by the count it gives back last.
-    unsafe impl Send for NodeObj {}
-    // SAFETY: as above; `&NodeObj` exposes nothing.
-    unsafe impl Sync for NodeObj {}
-
-    impl Drop for NodeObj {
-        fn drop(&mut self) {
+    impl Remove<Node> for Shared {
+        /// Removes a node whose object Refcache freed (see the module doc, "Weak references
+        /// and death").
+        unsafe fn remove(&self, node: *mut Node) {
             // Acquire: pairs with the map's drop; relaxed would do (no concurrent operation
             // can run while the map drops).
-            if self.shared.dropping.load(Ordering::Acquire) {
+            if self.dropping.load(Ordering::Acquire) {
                 return;
             }
-            // SAFETY: the node is still linked (only this drop unlinks it), so alive.
-            let (parent, index) = unsafe { ((*self.node).parent, (*self.node).index) };
+            // SAFETY: the node is still linked (only this call unlinks it), so alive.
+            let (parent, index) = unsafe { ((*node).parent, (*node).index) };
             // SAFETY: the parent is alive: its count includes this child's slot until below.
             let p = unsafe { &*parent };
             // Release: orders the node's (empty) state before whoever reuses the slot.
             let cleared = p.slots[index]
                 .compare_exchange(
-                    self.node as usize | NODE,
+                    node as usize | NODE,
                     0,
                     Ordering::Release,
                     Ordering::Relaxed,
@@ -181,25 +175,7 @@ mod refcache {
                 // SAFETY: the slot held one count of the parent, taken by `into_raw`.
                 drop(unsafe { Ref::from_raw(p.rc.obj) });
             }
-            self.shared.domain.defer_drop(NodeBox(self.node));
-        }
-    }
-
-    /// A node's Refcache identity: its object (as a bare pointer: the counts are held by its
-    /// used slots and traversals, not by the node) and its one weak reference, through which
-    /// traversals reach it.
-    pub(crate) struct NodeRc {
-        pub(crate) obj: *const NodeObj,
-        weak: Option<Weak<NodeObj>>,
-    }
-
-    impl NodeRc {
-        /// The root's (no object: the root is never removed).
-        pub(crate) fn none() -> Self {
-            Self {
-                obj: std::ptr::null(),
-                weak: None,
-            }
+            self.domain.defer_drop(NodeBox(node));
         }
     }
 
@@ -247,7 +223,7 @@ mod refcache {
         pub(crate) unsafe fn born(&self, node: *mut Node, used: usize, pins: &mut Pins) {
             let r = self.core.alloc(NodeObj {
                 node,
-                shared: Arc::clone(self.shared),
+                owner: Arc::clone(self.shared) as Arc<dyn Remove<Node>>,
             });
             let weak = Ref::downgrade(&r).expect("a fresh object has no weak reference");
             // SAFETY: the caller's contract: ours to write before publication.
@@ -386,18 +362,6 @@ mod refcache {
 mod stand_in {
     //! Counts nothing, frees nothing (see the module doc).
     use super::super::node::Node;
-
-    pub(crate) struct NodeRc {
-        pub(crate) obj: *const (),
-    }
-
-    impl NodeRc {
-        pub(crate) fn none() -> Self {
-            Self {
-                obj: std::ptr::null(),
-            }
-        }
-    }
 
     /// No references are taken.
     #[derive(Default)]

@@ -518,7 +518,9 @@ impl<V> RawRadix<V> {
     /// retire (if one was made). Maintains the nodes' Refcache counts of used slots.
     ///
     /// The only fallible step (the descriptor's allocation) comes before any store: on error
-    /// nothing is published and every slot is still held.
+    /// nothing is published and every slot is still held. `mark` (the map's leave mark) is then
+    /// called on the value of every `old` record, after that step and before the first store:
+    /// every old record leaves at this publication (the new words point to `new` records only).
     ///
     /// # Safety
     /// See the module doc; `held` are held by the caller; the new records are initialised and
@@ -531,13 +533,26 @@ impl<V> RawRadix<V> {
         old: &[*const Record<V>],
         new: &[*const Record<V>],
         budget: Option<&AllocBudget>,
+        mark: Option<fn(&V)>,
         counts: &Counter<'_>,
         pins: &Pins,
     ) -> Result<Option<*mut Desc<V>>, MapError> {
         let changed = held.iter().filter(|h| new_word(h) != h.word).count();
+        let d = if changed > 1 && !self.mutant("no_descriptor") {
+            Some(Desc::try_alloc(old, new, budget)?)
+        } else {
+            None
+        };
+        // Nothing can fail from here on: the records leaving are marked before the first store
+        // that publishes their successors (or their removal).
+        if let Some(mark) = mark {
+            for &r in old {
+                // SAFETY: an old record of the held range: alive and stable (we hold its slots).
+                mark(unsafe { &(*r).value });
+            }
+        }
         let mut desc = None;
-        if changed > 1 && !self.mutant("no_descriptor") {
-            let d = Desc::try_alloc(old, new, budget)?;
+        if let Some(d) = d {
             for h in held.iter().filter(|h| new_word(h) != h.word) {
                 // Release: the descriptor and the new records are initialised before a lookup
                 // can reach them through this slot.

@@ -57,6 +57,8 @@ pub(crate) struct Op<'t, V: Send + 'static> {
     raw: &'t RawRadix<V>,
     domain: &'t Domain,
     budget: Option<&'t AllocBudget>,
+    /// The map's leave mark, called on every record the publication takes out.
+    mark: Option<fn(&V)>,
     counts: Counter<'t>,
     /// Where the garbage goes when the operation ends (the slot's batch, `retire.rs`).
     retire: &'t mut RetireList<V>,
@@ -93,6 +95,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         raw: &'t RawRadix<V>,
         domain: &'t Domain,
         budget: Option<&'t AllocBudget>,
+        mark: Option<fn(&V)>,
         counts: Counter<'t>,
         retire: &'t mut RetireList<V>,
         scratch: &'t mut Scratch<V>,
@@ -101,6 +104,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
             raw,
             domain,
             budget,
+            mark,
             counts,
             retire,
             held: std::mem::take(&mut scratch.held),
@@ -177,7 +181,8 @@ impl<'t, V: Send + 'static> Op<'t, V> {
     }
 
     /// Replaces the contents of the held dynamic interval `w` of `[lo, hi)` pages: the parts of
-    /// `w` outside `[lo, hi)` keep their intervals' values (cloned into remainder records), and
+    /// `w` outside `[lo, hi)` keep their intervals' values (cloned into remainder records; each
+    /// such part is one interval's remainder, or free), and
     /// `[lo, hi)` gets exactly `new` (sorted, disjoint, inside it; page bounds). Publishes and
     /// releases everything held. Call it once per operation.
     ///
@@ -205,14 +210,15 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         }
         // The new records: the remainders (clones: the caller's code, may panic; we hold
         // slots, which `Drop` releases) and the new intervals, in address order.
-        let right = if wh > hi {
+        // (A part of `w` outside `[lo, hi)` may also be free: an alloc's pads.)
+        let right = if wh > hi && self.word_at(hi) != 0 {
             let w = self.word_at(hi);
             // SAFETY: a held record, alive and stable.
             Some((hi, wh, unsafe { (*(w as *const Record<V>)).value.clone() }))
         } else {
             None
         };
-        let left = if wl < lo {
+        let left = if wl < lo && self.word_at(wl) != 0 {
             let w = self.word_at(wl);
             // SAFETY: as above.
             Some((wl, lo, unsafe { (*(w as *const Record<V>)).value.clone() }))
@@ -261,6 +267,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
                 &self.old,
                 new,
                 self.budget,
+                self.mark,
                 &self.counts,
                 &self.pins,
             )
