@@ -624,3 +624,6 @@ pub(crate) fn populate(
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod per_core_tests;
