@@ -32,11 +32,12 @@
 use super::syscalls::fault_rcu_in;
 use crate::error::Fault;
 use crate::frames::Frame;
-use crate::page_table::PageTables;
+use crate::page_table::organisation::{Organisation, SpaceTables};
 use crate::region::plan::{EditBuffers, OnOverlap};
 use crate::region::rcu_store::{RcuTree, TreeToken};
 use crate::region::store::{RcuRegions, RegionStore};
 use crate::region::{AnonId, Attrs, Region};
+use crate::shootdown::CoreId;
 use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
 use loom::thread;
 use std::ops::Range;
@@ -175,24 +176,31 @@ fn region() -> Region {
 #[allow(clippy::type_complexity)]
 fn fault_on_the_second_page<S: LoomStore>() -> (
     Arc<S>,
-    Arc<PageTables>,
+    Arc<SpaceTables>,
     aspace_rcu::Domain,
     thread::JoinHandle<Result<Result<bool, Fault>, super::syscalls::Retry>>,
 ) {
     let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
     let store = Arc::new(S::build(&domain, &[region()]));
-    let pt = Arc::new(PageTables::new(3));
-    pt.fill(&mut pt.cache(0), PAGE_SIZE, Prot::READ_WRITE, || {
-        Some(Frame::from_index(2))
-    })
+    let pt = Arc::new(SpaceTables::new(Organisation::Shared, 3));
+    let mut cache = pt.attach(CoreId::for_tests(0)).unwrap();
+    pt.fill(
+        CoreId::for_tests(0),
+        &mut cache,
+        PAGE_SIZE,
+        Prot::READ_WRITE,
+        || Some(Frame::from_index(2)),
+    )
     .unwrap();
     let reader = domain.register();
     let fault = {
         let (store, pt) = (Arc::clone(&store), Arc::clone(&pt));
         thread::spawn(move || {
             let guard = reader.read();
+            let id = CoreId::for_tests(1);
+            let mut cache = pt.attach(id).unwrap();
             fault_rcu_in(
-                &pt,
+                (&pt, id, &mut cache),
                 store.regions(),
                 &guard,
                 2 * PAGE_SIZE,
@@ -211,15 +219,16 @@ pub(crate) fn fill_never_survives_an_munmap_of_its_region<S: LoomStore>() {
         let mut freed = Vec::new();
         let r = region();
         store.edit(r.start..r.end, &|_| None, &mut || {
-            pt.clear_range(r.start..r.end, &mut freed)
+            pt.tree(CoreId::for_tests(0))
+                .clear_range(r.start..r.end, &mut freed)
         });
         let outcome = fault.join().unwrap();
         assert_eq!(
-            pt.lookup(2 * PAGE_SIZE),
+            pt.tree(CoreId::for_tests(0)).lookup(2 * PAGE_SIZE),
             None,
             "a lock-free fault installed a translation after the munmap cleared its region"
         );
-        assert_eq!(pt.lookup(PAGE_SIZE), None);
+        assert_eq!(pt.tree(CoreId::for_tests(0)).lookup(PAGE_SIZE), None);
         assert!(freed.contains(&Frame::from_index(2)));
         if outcome == Ok(Ok(true)) {
             assert!(
@@ -246,11 +255,12 @@ pub(crate) fn fill_never_uses_the_other_half_of_a_split<S: LoomStore>() {
                 })
             },
             &mut || {
-                pt.protect_range(half.clone(), Prot::READ);
+                pt.tree(CoreId::for_tests(0))
+                    .protect_range(half.clone(), Prot::READ);
             },
         );
         let _ = fault.join().unwrap();
-        if let Some(pte) = pt.lookup(2 * PAGE_SIZE) {
+        if let Some(pte) = pt.tree(CoreId::for_tests(0)).lookup(2 * PAGE_SIZE) {
             assert!(
                 !pte.prot().allows(Access::Write),
                 "a lock-free fault used the read-write half of a split for a page of its \
@@ -258,7 +268,7 @@ pub(crate) fn fill_never_uses_the_other_half_of_a_split<S: LoomStore>() {
             );
         }
         // The half that stays read-write keeps its page.
-        assert!(pt.lookup(PAGE_SIZE).is_some());
+        assert!(pt.tree(CoreId::for_tests(0)).lookup(PAGE_SIZE).is_some());
         drop(store);
         domain.barrier();
     });

@@ -51,7 +51,13 @@
 //!    widened to whole regions and their neighbours, held until the call's edit is published
 //!    (`designs/interval/window.rs`);
 //! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
-//!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time;
+//!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time; under per-core
+//!    page tables (`page_table/per_core/owner.rs`) first **an owner-tree leaf's lock**, then
+//!    (a fill writing its copy, locked or lock-free, inside the owner leaf's lock) **a per-core
+//!    tree's leaf lock**: editors change the owner tree leaf by leaf, releasing each, before
+//!    they clear or downgrade the copies leaf by leaf, and `free_tables` unlinks (waiting out
+//!    lock holders) in the owner tree before the per-core trees, so no one holds a per-core
+//!    leaf lock while taking an owner leaf lock;
 //! 4. **the frame pool's global free list** (`Mutex`), taken by a core's cache to refill or
 //!    spill a batch; and the page-table pool's shared lists and per-slot returned lists
 //!    (`Mutex`), leaves.

@@ -40,20 +40,21 @@ use super::placement;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
 use crate::frames::Frame;
-use crate::page_table::{CheckedFill, FillError, PageTables, UserMask, VA_BITS};
+use crate::page_table::organisation::SpaceTables;
+use crate::page_table::{CheckedFill, FillError, PtCache, UserMask, VA_BITS};
 use crate::region::plan::{adopted_anon, OnOverlap};
 use crate::region::store::{RcuRegions, RegionRef, RegionStore};
 use crate::region::{AnonId, Attrs};
 use crate::semantics::{vm_flags, AdviceEffect, MmapRequest, Placement};
 use crate::shared::Shared;
-use crate::shootdown::{ShootdownPolicy, Targets};
+use crate::shootdown::{CoreId, ShootdownPolicy, Targets};
 use crate::types::{Access, Prot, Sharing, PAGE_SIZE};
 use aspace_rcu::Guard;
 use std::ops::Range;
 
-/// The trees the edits here clear, downgrade and free under per-core page tables: every
-/// attached core's (`page_table/organisation.rs`); the shared tree ignores it. A design that
-/// names the cores from its per-page metadata (`radix`) passes them instead.
+/// The trees the edits here clear, downgrade and free: ignored by both organisations (the shared
+/// tree is one; per-core trees are visited by the owner tree's records of who copied:
+/// `page_table/organisation.rs`).
 const EDITED_TREES: Targets<'static> = Targets::All;
 
 /// The protection a page-table entry of a region gets when filled: a private writable region
@@ -115,11 +116,9 @@ fn fill_locked(
         sh.counters.of(core.id).bump_fills();
     } else if !pte.prot().allows(access) {
         // Present without the right the region now grants: a zero-page-like entry of a read
-        // fault being written. Upgrade it (rights only grow: no shootdown), in the tree this
-        // core fills (under per-core page tables another core's copy faults and upgrades too).
-        sh.tables
-            .tree(core.id)
-            .protect_range(page..page + PAGE_SIZE, prot);
+        // fault being written. Upgrade it (rights only grow: no shootdown): the shared entry,
+        // or the owner entry and this core's copy (another core's copy faults and upgrades).
+        sh.tables.upgrade(core.id, page, prot);
     }
     Ok(())
 }
@@ -165,9 +164,9 @@ fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
 /// the caller's cache. Returns whether anything was mapped. This order is the crate's rule that
 /// **a frame is reused only after the shootdown that removed its last translation returned**
 /// (`tests/protocol_zap_reuse.rs` fails when it is broken). Under per-core page tables the
-/// entries own no frames (they are copies of the design's metadata: `page_table/organisation.rs`),
-/// so none are freed here: the design frees its metadata's frames after this returned, the
-/// shootdown having reached every core whose tree held one of the cleared entries.
+/// frames are the owner tree's (`page_table/per_core/owner.rs`): the clear hands them back and
+/// notes the cores whose copies it cleared, so they are freed here after the shootdown reached
+/// every core whose tree held a copy.
 ///
 /// # Preconditions
 /// Every fill that could still install an entry in `ranges` after the zap installs one the
@@ -528,12 +527,21 @@ pub(crate) fn fault_rcu<R: RcuRegions>(
     access: Access,
 ) -> Result<Result<(), Fault>, Retry> {
     let Core {
-        reader, cache, id, ..
+        reader,
+        cache,
+        id,
+        tables,
+        ..
     } = core;
     let guard = reader.read();
-    let r = fault_rcu_in(sh.tables.tree(*id), regions, &guard, va, access, || {
-        cache.alloc(&sh.pool)
-    })?;
+    let r = fault_rcu_in(
+        (&sh.tables, *id, tables),
+        regions,
+        &guard,
+        va,
+        access,
+        || cache.alloc(&sh.pool),
+    )?;
     Ok(r.map(|new_frame| {
         if new_frame {
             sh.counters.of(core.id).bump_fills();
@@ -542,15 +550,16 @@ pub(crate) fn fault_rcu<R: RcuRegions>(
 }
 
 /// The body of [`fault_rcu`] inside the caller's read section `guard` (of the space's domain),
-/// on the page tables `tables`, with `frame` giving the frame a fill takes: what the loom
-/// models (`designs/lock_free_loom.rs`) run, on each lock-free design's store. `Ok(Ok(new))`
+/// on the page tables `tables` (the space's tables, the faulting core, and its table cache,
+/// from which a per-core copy's tables come), with `frame` giving the frame a fill takes: what
+/// the loom models (`designs/lock_free_loom.rs`) run, on each lock-free design's store. `Ok(Ok(new))`
 /// when the entry now allows the access (`new`: `frame` was called and its frame installed).
 ///
 /// # Errors
 /// As [`fault_rcu`].
 #[inline]
 pub(crate) fn fault_rcu_in<R: RcuRegions>(
-    tables: &PageTables,
+    (tables, core, cache): (&SpaceTables, CoreId, &mut PtCache),
     regions: &R,
     guard: &Guard<'_>,
     va: u64,
@@ -581,6 +590,8 @@ pub(crate) fn fault_rcu_in<R: RcuRegions>(
     #[cfg(all(test, not(loom)))]
     crate::fault_inject::STAGE1_BEFORE_FILL.reached();
     let filled = tables.fill_checked(
+        core,
+        cache,
         page,
         pte_prot(&attrs),
         access,
@@ -621,3 +632,6 @@ pub(crate) fn populate(
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod per_core_tests;

@@ -138,6 +138,7 @@ use pool::{bitmap_kept, Retired, Table, TablePool, TablePtr};
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
+use users::LeafUsers;
 
 /// Bytes of one page table of any level: 512 entries, the present bitmap's line and the users
 /// record's line (`pool.rs`); what `stats()` multiplies its table counts by.
@@ -348,6 +349,24 @@ impl PageTables {
         prot: Prot,
         frame: impl FnOnce() -> Option<Frame>,
     ) -> Result<Pte, FillError> {
+        self.fill_then(cache, va, prot, frame, |_, _, pte| Ok(pte))
+    }
+
+    /// [`PageTables::fill`], then `then(cache, users, pte)` with `pte` the entry now present,
+    /// **still under the leaf lock** (`users`: the leaf's record): the per-core organisation's
+    /// owner tree records the filling core and writes its copy there (`per_core/owner.rs`).
+    ///
+    /// # Errors
+    /// As [`PageTables::fill`], and `then`'s error (the entry stays filled).
+    #[inline]
+    pub(in crate::page_table) fn fill_then<R>(
+        &self,
+        cache: &mut PtCache,
+        va: u64,
+        prot: Prot,
+        frame: impl FnOnce() -> Option<Frame>,
+        then: impl FnOnce(&mut PtCache, &LeafUsers, Pte) -> Result<R, FillError>,
+    ) -> Result<R, FillError> {
         assert!(
             va >> VA_BITS == 0,
             "address {va:#x} beyond the 48-bit page tables"
@@ -366,7 +385,7 @@ impl PageTables {
         // Relaxed: leaf entries are written only under the leaf lock, which we hold.
         let cur = entry.load(Ordering::Relaxed);
         if cur & Pte::PRESENT != 0 {
-            return Ok(Pte::from_bits(cur));
+            return then(cache, &guard.leaf.users, Pte::from_bits(cur));
         }
         let f = frame().ok_or(FillError::NoFrame)?;
         let pte = Pte::new(f, prot);
@@ -376,7 +395,55 @@ impl PageTables {
         let w = &guard.leaf.present[i / 64];
         // Relaxed: leaf bitmaps are written only under the leaf lock.
         w.store(w.load(Ordering::Relaxed) | 1 << (i % 64), Ordering::Relaxed);
-        Ok(pte)
+        then(cache, &guard.leaf.users, pte)
+    }
+
+    /// Stores `pte` (a copy of the owner tree's entry: `per_core/owner.rs`) as `va`'s entry,
+    /// whatever was there, installing missing tables from `cache`. Only for a per-core tree, by
+    /// its own core (the only one that fills it).
+    ///
+    /// # Errors
+    /// [`FillError::NoTable`] when a missing table could not be allocated (nothing stored).
+    ///
+    /// # Panics
+    /// As [`PageTables::fill`].
+    pub(in crate::page_table) fn copy_entry(
+        &self,
+        cache: &mut PtCache,
+        va: u64,
+        pte: Pte,
+    ) -> Result<(), FillError> {
+        assert!(
+            va >> VA_BITS == 0,
+            "address {va:#x} beyond the 48-bit page tables"
+        );
+        debug_assert!(self.owner.is_some(), "copies go into per-core trees only");
+        cache.check(&self.pool);
+        let guard = loop {
+            let slot = self.leaf_slot(cache, va).ok_or(FillError::NoTable)?;
+            if let Some(guard) = self.lock_leaf(slot) {
+                break guard;
+            }
+            // Unlinked between the walk and the lock: an editor freed the tables of a range
+            // this core's copy no longer lies in (`per_core/owner.rs`): walk again.
+        };
+        let i = index(va, 1);
+        let entry = &guard.leaf.entries[i];
+        // Relaxed: leaf entries are written only under the leaf lock, which we hold.
+        let cur = Pte::from_bits(entry.load(Ordering::Relaxed));
+        debug_assert!(
+            !cur.present() || cur.frame() == pte.frame(),
+            "a copy of another frame than its owner entry's"
+        );
+        if cur == pte {
+            return Ok(());
+        }
+        // Release: like `fill`'s store; pairs with the Acquire load in `lookup`.
+        entry.store(pte.bits(), Ordering::Release);
+        let w = &guard.leaf.present[i / 64];
+        // Relaxed: leaf bitmaps are written only under the leaf lock.
+        w.store(w.load(Ordering::Relaxed) | 1 << (i % 64), Ordering::Relaxed);
+        Ok(())
     }
 
     /// The lock-free fault's fill (`designs/syscalls.rs`'s `fault_rcu`, which every design with
@@ -410,6 +477,26 @@ impl PageTables {
         access: crate::types::Access,
         live: impl FnOnce() -> bool,
         frame: impl FnOnce() -> Option<Frame>,
+    ) -> Result<CheckedFill, FillError> {
+        self.fill_checked_then(va, prot, access, live, frame, |_, _| Ok(()))
+    }
+
+    /// [`PageTables::fill_checked`], then, when it filled (or found the entry allowing the
+    /// access), `then(users, pte)` with the entry now present, **still under the leaf lock**
+    /// (the per-core organisation's lock-free fault records its core and writes its copy
+    /// there: `per_core/owner.rs`).
+    ///
+    /// # Errors
+    /// As [`PageTables::fill_checked`], and `then`'s error (the entry stays filled).
+    #[inline]
+    pub(in crate::page_table) fn fill_checked_then(
+        &self,
+        va: u64,
+        prot: Prot,
+        access: crate::types::Access,
+        live: impl FnOnce() -> bool,
+        frame: impl FnOnce() -> Option<Frame>,
+        then: impl FnOnce(&LeafUsers, Pte) -> Result<(), FillError>,
     ) -> Result<CheckedFill, FillError> {
         if va >> VA_BITS != 0 {
             return Ok(CheckedFill::NoLeaf);
@@ -445,10 +532,15 @@ impl PageTables {
         let cur = entry.load(Ordering::Relaxed);
         if cur & Pte::PRESENT != 0 {
             let pte = Pte::from_bits(cur);
-            if !pte.prot().allows(access) && prot.allows(access) {
+            let pte = if !pte.prot().allows(access) && prot.allows(access) {
+                let up = pte.with_prot(prot);
                 // Release: like `fill`'s store; pairs with the Acquire load in `lookup`.
-                entry.store(pte.with_prot(prot).bits(), Ordering::Release);
-            }
+                entry.store(up.bits(), Ordering::Release);
+                up
+            } else {
+                pte
+            };
+            then(&guard.leaf.users, pte)?;
             return Ok(CheckedFill::Filled { new_frame: false });
         }
         let f = frame().ok_or(FillError::NoFrame)?;
@@ -459,6 +551,7 @@ impl PageTables {
         let w = &guard.leaf.present[i / 64];
         // Relaxed: leaf bitmaps are written only under the leaf lock.
         w.store(w.load(Ordering::Relaxed) | 1 << (i % 64), Ordering::Relaxed);
+        then(&guard.leaf.users, pte)?;
         Ok(CheckedFill::Filled { new_frame: true })
     }
 
@@ -674,13 +767,30 @@ impl PageTables {
         empty: Range<u64>,
         domain: &aspace_rcu::Domain<F>,
     ) {
+        self.free_tables_noting(cache, empty, domain, None);
+    }
+
+    /// [`PageTables::free_tables`], also ORing into `users` (when given) the users records of
+    /// every table it unlinks, read before their reset: the per-core organisation's owner tree
+    /// names the cores whose copies' tables lie in the freed range (`per_core/owner.rs`). With
+    /// `users`, the records of tables unlinked below a table that stays are also ORed into that
+    /// table's record (intermediate tables' records are otherwise unused), so that a later free
+    /// of the table still names the cores that copied under a leaf freed before it (their
+    /// trees may still hold the intermediate tables above that leaf).
+    pub(in crate::page_table) fn free_tables_noting<F: aspace_rcu::Flavor>(
+        &self,
+        cache: &mut PtCache,
+        empty: Range<u64>,
+        domain: &aspace_rcu::Domain<F>,
+        mut users: Option<&mut UserMask>,
+    ) {
         cache.check(&self.pool);
         let empty = empty.start..empty.end.min(1 << VA_BITS);
         if empty.start >= empty.end {
             return;
         }
         let mut unlinked = Retired::new();
-        self.free_in(self.root(), LEVELS, 0, &empty, &mut unlinked);
+        self.free_in(self.root(), LEVELS, 0, &empty, &mut unlinked, &mut users);
         if unlinked.is_empty() {
             return;
         }
@@ -754,7 +864,15 @@ impl PageTables {
     }
 
     /// `free_tables` below `table` (level `level`, covering from `base`).
-    fn free_in(&self, table: &Table, level: u32, base: u64, empty: &Range<u64>, out: &mut Retired) {
+    fn free_in(
+        &self,
+        table: &Table,
+        level: u32,
+        base: u64,
+        empty: &Range<u64>,
+        out: &mut Retired,
+        users: &mut Option<&mut UserMask>,
+    ) {
         let span = span(level);
         let lo = empty.start.max(base);
         let hi = empty.end.min(base + span * ENTRIES as u64);
@@ -787,13 +905,23 @@ impl PageTables {
                         // Relaxed: bitmap, see `Table::present`.
                         table.present[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
                     }
-                    self.collect(e, level - 1, out);
+                    match users.as_deref_mut() {
+                        None => self.collect(e, level - 1, out, None),
+                        Some(users) => {
+                            let mut m = UserMask::default();
+                            self.collect(e, level - 1, out, Some(&mut m));
+                            // `table` stays: it keeps the record (doc of
+                            // `free_tables_noting`).
+                            table.users.absorb(&m);
+                            users.or(&m);
+                        }
+                    }
                 }
             } else if level > 2 {
                 // Acquire: pairs with the Release CAS in `install`.
                 let e = slot.load(Ordering::Acquire);
                 if e & PRESENT != 0 {
-                    self.free_in(self.child(e), level - 1, child_base, empty, out);
+                    self.free_in(self.child(e), level - 1, child_base, empty, out, users);
                 }
             }
             // A leaf only partly inside `empty` still intersects a region: kept.
@@ -827,7 +955,7 @@ impl PageTables {
     }
 
     /// Retires the (unlinked) table of entry `e`, of level `level`, and its whole subtree.
-    fn collect(&self, e: u64, level: u32, out: &mut Retired) {
+    fn collect(&self, e: u64, level: u32, out: &mut Retired, mut users: Option<&mut UserMask>) {
         let table = self.child(e);
         if level == 2 {
             table.for_each_present(0, ENTRIES - 1, |i| {
@@ -837,7 +965,7 @@ impl PageTables {
                 // that its unlock cannot store the leaf back into a retired table.
                 let c = Self::unlink(&table.entries[i]);
                 if c & PRESENT != 0 {
-                    self.collect(c, level - 1, out);
+                    self.collect(c, level - 1, out, users.as_deref_mut());
                 }
             });
         } else if level > 2 {
@@ -848,7 +976,7 @@ impl PageTables {
                 // Zeroed while visited (no bitmap here: `scrub` would scan all 512 again).
                 table.entries[i].store(0, Ordering::Relaxed);
                 if c & PRESENT != 0 {
-                    self.collect(c, level - 1, out);
+                    self.collect(c, level - 1, out, users.as_deref_mut());
                 }
             });
         } else {
@@ -856,6 +984,13 @@ impl PageTables {
                 table.present.iter().all(|w| w.load(Ordering::Relaxed) == 0),
                 "free_tables over a leaf table that still maps pages (clear_range first)"
             );
+        }
+        if let Some(users) = users {
+            // Before `scrub` resets it. Its writers are done: a leaf's under the leaf lock that
+            // `unlink` waited out (its Acquire CAS pairs with their unlock's Release), an
+            // intermediate table's by the `absorb` of an earlier free, ordered before this one
+            // by the caller's exclusion of the range.
+            table.users.or_into(users);
         }
         // Zero it now, while its lines are in our cache (for a leaf a no-op unless the
         // caller broke the contract: its frames leak but no stale PTE survives into reuse).

@@ -8,40 +8,44 @@
 //!   entries owning their frames (`clear_range` hands them to the caller to free after the
 //!   shootdown). `coarse`, `faultlock`, `hybrid`, `bonsai`, `pervma` and `interval`.
 //! - **Per-core**: one tree per core ([`PerCoreTables`], `per_core.rs`), each walked and filled
-//!   by its core only, its entries copies of the design's metadata, which owns the frames; an
-//!   edit clears or downgrades the trees of the cores the design names (or of every attached
-//!   core), and notes the cores whose trees it changed as the shootdown's targets; a core may
-//!   discard its tree and refill it by faults (RadixVM, EuroSys'13 §3.3-3.4; the coming
-//!   `radix` design).
+//!   by its core only, its entries copies of the **owner tree** (`per_core/owner.rs`: the
+//!   per-page metadata, whose entries own the frames and whose leaves record the cores that
+//!   copied from them); an edit changes the owner tree, then the copies of exactly the cores
+//!   it records, and notes the cores whose copies it changed as the shootdown's targets; a
+//!   core may discard its tree and refill it by faults (RadixVM, EuroSys'13 §3.3-3.4; the
+//!   coming `radix` design).
 //!
 //! # Cost for the shared organisation
 //!
 //! [`SpaceTables`] is an enum (no `dyn`), fixed when the space is built: every method is
 //! `#[inline]` and its shared arm is the old call on the one tree, so the access path's walk and
 //! the fills and zaps of the existing designs cost one predictable branch on a read-only word of
-//! `Shared` more than before. The per-core arm takes an RCU read section around visits of other
-//! cores' trees (`per_core.rs`, "Reclamation"); the shared arm does not need one (the design's
-//! locks exclude `free_tables` from the ranges it edits) and takes none.
+//! `Shared` more than before (the lock-free fill passes the core and its cache, which the
+//! shared arm does not read). The per-core arm takes an RCU read section around visits of
+//! other cores' trees (`per_core.rs`, "Reclamation"); the shared arm does not need one (the
+//! design's locks exclude `free_tables` from the ranges it edits) and takes none.
 //!
 //! # Which tree a core uses
 //!
-//! [`SpaceTables::tree`] is the tree a core walks (`walk`), fills (`fill`, `fill_checked` in
-//! `designs/syscalls.rs`'s lock-free fault) and upgrades in place after a zero-page fill: the
-//! one shared tree, or the core's own. The edits ([`SpaceTables::clear_range_noting`],
-//! [`SpaceTables::protect_range_noting`], [`SpaceTables::free_tables`]) take the trees to visit
-//! as [`Targets`]: ignored by the shared tree; under the per-core organisation the design's
-//! named cores ([`Targets::Cores`]) or every attached core ([`Targets::All`], what the shared
-//! Linux bodies pass until a design names cores from its metadata).
+//! [`SpaceTables::tree`] is the tree a core walks (`walk`): the one shared tree, or the core's
+//! own. Fills go through the seam ([`SpaceTables::fill`], [`SpaceTables::fill_checked`] in
+//! `designs/syscalls.rs`'s lock-free fault, [`SpaceTables::upgrade`] after a zero-page fill):
+//! the shared tree, or the owner tree and then the core's copy. The edits
+//! ([`SpaceTables::clear_range_noting`], [`SpaceTables::protect_range_noting`],
+//! [`SpaceTables::free_tables`]) take the trees to visit as [`Targets`], which both
+//! organisations ignore: the shared tree is one, and the per-core organisation visits the
+//! trees its owner tree records (fewer would leave stale copies, more would read lines of
+//! cores that never filled there).
 //!
 //! Not for: the tree algorithms (`mod.rs`), table memory (`pool.rs`, `cache.rs`), who is shot
 //! down (`shootdown.rs` and the caller's policy).
 
 use super::cache::PtCache;
 use super::per_core::PerCoreTables;
-use super::{FillError, PageTables, Pte, UserBit, UserMask};
+use super::{CheckedFill, FillError, PageTables, Pte, UserBit, UserMask};
 use crate::frames::Frame;
 use crate::shootdown::{CoreId, Targets};
-use crate::types::Prot;
+use crate::types::{Access, Prot, PAGE_SIZE};
 use std::ops::Range;
 
 /// How a design organises its page tables (module doc).
@@ -155,7 +159,13 @@ impl SpaceTables {
         }
     }
 
-    /// [`PageTables::fill`] of core `core`'s tree.
+    /// [`PageTables::fill`] of core `core`'s tree: the shared tree's; per core, the owner
+    /// tree's entry (`frame()` called only if it is empty: every core maps the same frame), the
+    /// core recorded in its leaf and the entry copied into the core's own tree, which is
+    /// returned (`per_core/owner.rs`).
+    ///
+    /// # Preconditions
+    /// Per core: the caller excludes every editor of `va`'s page (the design's range lock).
     ///
     /// # Errors
     /// As [`PageTables::fill`].
@@ -168,24 +178,73 @@ impl SpaceTables {
         prot: Prot,
         frame: impl FnOnce() -> Option<Frame>,
     ) -> Result<Pte, FillError> {
-        self.tree(core).fill(cache, va, prot, frame)
+        match self {
+            SpaceTables::Shared(t) => t.fill(cache, va, prot, frame),
+            SpaceTables::PerCore(t) => t.fill(core, cache, va, prot, frame),
+        }
     }
 
-    /// Zeroes the present entries in `range` of the shared tree, or of the trees `trees` names
-    /// (inside a read section of `reader`: `per_core.rs`, "Reclamation"), noting into `users`
-    /// (when given) the cores that may hold a removed translation: the shared tree's leaf
-    /// records, or the owner of every per-core tree in which an entry was cleared. Returns
-    /// whether an entry was cleared.
-    ///
-    /// `out` receives the frames the cleared entries **owned**: the shared tree's. Per-core
-    /// entries are copies of the design's metadata, which owns their frames: none are pushed.
+    /// Raises the entry of `va`'s page that core `core` walks to `prot` (rights only grow: no
+    /// shootdown), after a fill found it present without the right the region grants (a
+    /// zero-page-like entry being written): the shared tree's entry, or the owner tree's entry
+    /// and the core's copy (other cores' copies keep theirs and fault to upgrade).
     ///
     /// # Preconditions
-    /// As [`PageTables::clear_range_noting`], for every tree visited.
+    /// As [`SpaceTables::fill`].
+    #[inline]
+    pub(crate) fn upgrade(&self, core: CoreId, va: u64, prot: Prot) {
+        match self {
+            SpaceTables::Shared(t) => {
+                t.protect_range(va..va + PAGE_SIZE, prot);
+            }
+            SpaceTables::PerCore(t) => t.upgrade(core, va, prot),
+        }
+    }
+
+    /// The lock-free fault's fill ([`PageTables::fill_checked`]): of the shared tree; per core,
+    /// of the owner tree, with the core's record and its copy written under the owner leaf's
+    /// lock (`per_core/owner.rs` has the argument against a concurrent editor; the copy may
+    /// install tables in the core's own tree from `cache`).
+    ///
+    /// # Errors
+    /// As [`PageTables::fill_checked`]; per core also [`FillError::NoTable`].
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fill_checked(
+        &self,
+        core: CoreId,
+        cache: &mut PtCache,
+        va: u64,
+        prot: Prot,
+        access: Access,
+        live: impl FnOnce() -> bool,
+        frame: impl FnOnce() -> Option<Frame>,
+    ) -> Result<CheckedFill, FillError> {
+        match self {
+            SpaceTables::Shared(t) => t.fill_checked(va, prot, access, live, frame),
+            SpaceTables::PerCore(t) => t.fill_checked(core, cache, va, prot, access, live, frame),
+        }
+    }
+
+    /// Zeroes the present entries in `range`, noting into `users` (when given) the cores that
+    /// may hold a removed translation, and pushes onto `out` the frames the cleared entries
+    /// **owned**; returns whether an entry was cleared.
+    ///
+    /// - Shared: the one tree; `users` gets its leaves' records; `trees` is ignored.
+    /// - Per core (`per_core/owner.rs`, inside a read section of `reader`): the owner tree,
+    ///   whose frames go onto `out` (the caller frees them after its shootdown), then the
+    ///   copies in the trees of exactly the cores its changed leaves record (attached ones);
+    ///   `users` gets the cores whose copy was cleared. `trees` is ignored here too: the
+    ///   owner's records name the trees that may hold copies (fewer would leave stale copies,
+    ///   more would read lines of cores that never filled there).
+    ///
+    /// # Preconditions
+    /// As [`PageTables::clear_range_noting`]; per core, every region removed from `range` was
+    /// marked (with its fence) before, or the caller excludes every fill of `range`.
     #[inline]
     pub(crate) fn clear_range_noting<F: aspace_rcu::Flavor>(
         &self,
-        trees: Targets<'_>,
+        _trees: Targets<'_>,
         reader: &aspace_rcu::Reader<F>,
         range: Range<u64>,
         out: &mut Vec<Frame>,
@@ -197,45 +256,26 @@ impl SpaceTables {
                 t.clear_range_noting(range, out, users);
                 out.len() != before
             }
-            SpaceTables::PerCore(t) => Self::clear_per_core(t, trees, reader, range, out, users),
+            SpaceTables::PerCore(t) => {
+                let _guard = reader.read();
+                t.clear_range_noting(range, out, users)
+            }
         }
     }
 
-    /// The per-core arm of [`SpaceTables::clear_range_noting`].
-    fn clear_per_core<F: aspace_rcu::Flavor>(
-        t: &PerCoreTables,
-        trees: Targets<'_>,
-        reader: &aspace_rcu::Reader<F>,
-        range: Range<u64>,
-        out: &mut Vec<Frame>,
-        mut users: Option<&mut UserMask>,
-    ) -> bool {
-        let _guard = reader.read();
-        let (slots, before) = (t.slots(), out.len());
-        let mut any = false;
-        t.for_each(trees, |c, tree| {
-            tree.clear_range(range.clone(), out);
-            if out.len() != before {
-                any = true;
-                // Copies, not owners (doc): nothing is freed for them.
-                out.truncate(before);
-                if let Some(users) = users.as_deref_mut() {
-                    users.insert(UserBit::of(c, slots));
-                }
-            }
-        });
-        any
-    }
-
-    /// Sets the protection of the present entries in `range` to `prot` in the shared tree, or
-    /// in the trees `trees` names (inside a read section of `reader`), noting into `users`
-    /// (when given) the cores that may hold a downgraded translation: the shared tree's leaf
-    /// records of the leaves changed, or the owner of every per-core tree in which a right was
-    /// removed. Returns whether a right was removed anywhere.
+    /// Sets the protection of the present entries in `range` to `prot`, noting into `users`
+    /// (when given) the cores that may hold a downgraded translation; returns whether a right
+    /// was removed from an entry some core may cache.
+    ///
+    /// - Shared: the one tree; `users` gets the records of the leaves changed.
+    /// - Per core (inside a read section of `reader`): the owner tree, then the copies of the
+    ///   cores its changed leaves record; `users` gets the cores whose copy lost a right, and
+    ///   only a copy's loss counts (no walker reads the owner tree). `trees` is ignored as in
+    ///   [`SpaceTables::clear_range_noting`].
     #[inline]
     pub(crate) fn protect_range_noting<F: aspace_rcu::Flavor>(
         &self,
-        trees: Targets<'_>,
+        _trees: Targets<'_>,
         reader: &aspace_rcu::Reader<F>,
         range: Range<u64>,
         prot: Prot,
@@ -243,41 +283,23 @@ impl SpaceTables {
     ) -> bool {
         match self {
             SpaceTables::Shared(t) => t.protect_range_noting(range, prot, users),
-            SpaceTables::PerCore(t) => Self::protect_per_core(t, trees, reader, range, prot, users),
+            SpaceTables::PerCore(t) => {
+                let _guard = reader.read();
+                t.protect_range_noting(range, prot, users)
+            }
         }
     }
 
-    /// The per-core arm of [`SpaceTables::protect_range_noting`].
-    fn protect_per_core<F: aspace_rcu::Flavor>(
-        t: &PerCoreTables,
-        trees: Targets<'_>,
-        reader: &aspace_rcu::Reader<F>,
-        range: Range<u64>,
-        prot: Prot,
-        mut users: Option<&mut UserMask>,
-    ) -> bool {
-        let _guard = reader.read();
-        let slots = t.slots();
-        let mut removed = false;
-        t.for_each(trees, |c, tree| {
-            if tree.protect_range(range.clone(), prot) {
-                removed = true;
-                if let Some(users) = users.as_deref_mut() {
-                    users.insert(UserBit::of(c, slots));
-                }
-            }
-        });
-        removed
-    }
-
-    /// [`PageTables::free_tables`] of `empty` in the shared tree, or in the trees `trees` names
-    /// (inside a read section of `reader`), retiring the tables into `cache`.
+    /// [`PageTables::free_tables`] of `empty`, retiring the tables into `cache`: of the shared
+    /// tree; per core (inside a read section of `reader`), of the owner tree and of the trees of
+    /// the cores recorded in the owner tables it freed (`per_core/owner.rs`; `trees` is ignored
+    /// as in [`SpaceTables::clear_range_noting`]).
     ///
     /// # Preconditions
     /// As [`PageTables::free_tables`], for every tree visited.
     pub(crate) fn free_tables<F: aspace_rcu::Flavor>(
         &self,
-        trees: Targets<'_>,
+        _trees: Targets<'_>,
         reader: &aspace_rcu::Reader<F>,
         cache: &mut PtCache,
         empty: Range<u64>,
@@ -287,14 +309,23 @@ impl SpaceTables {
             SpaceTables::Shared(t) => t.free_tables(cache, empty, domain),
             SpaceTables::PerCore(t) => {
                 let _guard = reader.read();
-                t.for_each(trees, |_, tree| {
-                    tree.free_tables(cache, empty.clone(), domain);
-                });
+                t.free_tables(cache, empty, domain);
             }
         }
     }
 
-    /// Tables linked in all trees, roots included.
+    /// Tables linked in the owner tree of the per-core organisation (the metadata's page
+    /// tables, root included), 0 for the shared tree (its entries are their own metadata).
+    #[cfg_attr(any(not(test), loom), allow(dead_code))] // the `radix` design's `stats()`
+    pub(crate) fn owner_table_count(&self) -> u64 {
+        match self {
+            SpaceTables::Shared(_) => 0,
+            SpaceTables::PerCore(t) => t.owner_table_count(),
+        }
+    }
+
+    /// Tables linked in all trees the access path walks, roots included (per core: every
+    /// core's tree, the owner tree not included: [`SpaceTables::owner_table_count`]).
     pub(crate) fn table_count(&self) -> u64 {
         match self {
             SpaceTables::Shared(t) => t.table_count(),

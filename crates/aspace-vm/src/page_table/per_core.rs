@@ -1,41 +1,40 @@
 //! The per-core organisation of page tables ([`PerCoreTables`]): one tree per core, each a
-//! [`PageTables`] of its own over one shared table pool, filled from the design's metadata
-//! (RadixVM, EuroSys'13 §3.3-3.4: "pagefault fills in the page table entry in the local core's
-//! page table"; `munmap` clears "the appropriate range in their per-core page table" on every
-//! core it collected from the metadata).
+//! [`PageTables`] of its own over one shared table pool, filled from the **owner tree**, the
+//! per-page metadata that owns the frames (`per_core/owner.rs`) (RadixVM, EuroSys'13 §3.3-3.4:
+//! "pagefault fills in the page table entry in the local core's page table"; `munmap` clears
+//! "the appropriate range in their per-core page table" on every core it collected from the
+//! metadata).
 //!
 //! # What a tree holds
 //!
 //! Core `c`'s tree is walked by `c`'s access path and filled by `c`'s faults only, so a
 //! translation one core filled is invisible to every other core's walk: each core faults once
 //! per page it touches (the paper's "fill" faults, §5.2). Its entries are **copies** of the
-//! design's per-page metadata, which owns the frames: clearing or discarding an entry frees
-//! nothing (the design frees its metadata's frames after the shootdown), and a tree may be
-//! **discarded** whole at any time by its own core (detach, memory pressure: §3.3 "simply
-//! discarding page table pages when memory is low") and refilled by faults.
+//! owner tree's entries, which own the frames: clearing or discarding a copy frees nothing (the
+//! owner entry's frame is freed after the shootdown of an edit that cleared it), and a tree
+//! may be **discarded** whole at any time by its own core (detach, memory pressure: §3.3
+//! "simply discarding page table pages when memory is low") and refilled by faults.
 //!
 //! Because a core's walks read only its own tree, the tree itself is the record of who may
 //! cache a translation (§3.3, "precise TLB tracking"): an editor that clears or downgrades an
 //! entry in core `c`'s tree targets `c`, and a core whose tree had no such entry cannot hold it
 //! in its TLB (every TLB entry comes from a walk of the core's own tree, and an entry leaves the
 //! tree only by an editor's change, which targets the core, or by the core's own discard, which
-//! makes its next access window flush: `core_state.rs`). No walker records anything, so the
-//! users masks (`users.rs`) are not used here. Coherence of the one entry is the whole argument:
-//! a walk that read the entry before the editor's change read a value coherence-ordered before
-//! it, and the editor, which found the entry present under the leaf lock, names the core.
+//! makes its next access window flush: `core_state.rs`). No walker records anything: the users
+//! masks (`users.rs`) of the per-core trees are not used. Coherence of the one entry is the
+//! whole argument: a walk that read the entry before the editor's change read a value
+//! coherence-ordered before it, and the editor, which found the entry present under the leaf
+//! lock, names the core.
 //!
 //! # Which trees an edit visits
 //!
-//! The design names them ([`Targets::Cores`], from its per-page metadata: the cores that filled
-//! a translation of the range) or asks for every attached core ([`Targets::All`], the default
-//! until a design names them). Either way only trees of attached cores are visited (the
-//! `attached` bitmap; a core's bit is set at attach before it can fill anything, and cleared at
-//! detach after its tree was discarded). A core attaching while an edit runs cannot be missed
-//! with an entry of the edited range: its bit store precedes its first fill, a lock-free fill
-//! (`fill_checked`) executes a `SeqCst` fence before checking its region's replaced mark, and an
-//! editor marks (with a `SeqCst` fence, `StoredRegion::mark_replaced`) before it reads the
-//! bitmap: the store-buffering pair of `shootdown.rs`'s "Registration"; a locked fill is ordered
-//! by the design's lock.
+//! Those of the cores that the owner tree's changed leaves record as having copied from them
+//! (their users masks, written under the owner leaf lock by the fill that copies:
+//! `per_core/owner.rs`), and only trees of attached cores among them (the `attached` bitmap; a
+//! core's bit is set at attach before it can fill anything, and cleared at detach after its
+//! tree was discarded). A core whose bit the editor reads copied under the owner leaf lock
+//! before the editor took it, so its attach precedes the editor's bitmap load too (program
+//! order, then the lock's release/acquire).
 //!
 //! # Reclamation: the same RCU rules as the shared tree
 //!
@@ -56,6 +55,9 @@
 //! - Core slot `c` has a tree from its first attach until the space drops (`trees[c]`); it is
 //!   empty (root only) whenever no core is attached to the slot.
 //! - Only core `c` fills `trees[c]` or discards it; editors only clear, downgrade and free.
+//! - A copy in `trees[c]` has its owner entry present with the same frame and at least its
+//!   rights, and core `c` recorded in the owner leaf (`per_core/owner.rs`), except while an
+//!   editor that cleared or downgraded the owner entry has yet to reach the copy.
 //! - The count of a tree's linked tables is kept in its owner's pool slot (`pool.rs`).
 //!
 //! Not for: the walk and edit algorithms (`mod.rs`), the choice between the organisations
@@ -63,16 +65,20 @@
 
 use super::cache::PtCache;
 use super::pool::TablePool;
-use super::PageTables;
-use crate::shootdown::{CoreId, Targets};
+use super::{PageTables, UserMask};
+use crate::shootdown::CoreId;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::sync::{Arc, OnceLock};
 
-/// One tree per core (module doc).
+/// One tree per core (module doc), beside the owner tree (`per_core/owner.rs`).
 pub(crate) struct PerCoreTables {
-    /// The table memory of every tree.
+    /// The table memory of every tree, the owner tree's included (counted in the slot after
+    /// the cores': slot `slots()`).
     pool: Arc<TablePool>,
+    /// The owner tree: the per-page metadata that owns the frames and records, per leaf, the
+    /// cores that copied a translation from it (`per_core/owner.rs`).
+    owner: PageTables,
     /// Core slot `c`'s tree, made at its first attach; each on lines of its own (its owner
     /// reads the root pointer on every walk).
     trees: Box<[CachePadded<OnceLock<PageTables>>]>,
@@ -93,8 +99,12 @@ impl PerCoreTables {
     /// No tree yet, for up to `cores` core slots.
     pub(crate) fn new(cores: usize) -> PerCoreTables {
         let cores = cores.max(1);
+        // One slot per core, and the owner tree's after them.
+        let pool = Arc::new(TablePool::new(cores + 1));
         PerCoreTables {
-            pool: Arc::new(TablePool::new(cores)),
+            owner: PageTables::per_core(&pool, cores)
+                .expect("no memory for the root of the owner page table"),
+            pool,
             trees: (0..cores)
                 .map(|_| CachePadded::new(OnceLock::new()))
                 .collect(),
@@ -102,6 +112,12 @@ impl PerCoreTables {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
         }
+    }
+
+    /// The owner tree (`per_core/owner.rs`).
+    #[inline]
+    pub(crate) fn owner(&self) -> &PageTables {
+        &self.owner
     }
 
     /// The core slots there are.
@@ -156,16 +172,20 @@ impl PerCoreTables {
             .expect("a core's page tables exist from its attach")
     }
 
-    /// Calls `f(slot, tree)` for the tree of every attached core that `trees` names.
+    /// Calls `f(slot, tree)` for the tree of every attached core that `users` (an owner
+    /// tree's record, `per_core/owner.rs`) names: a set bit stands for its residue class
+    /// modulo `USER_BITS` (`users.rs`), so every attached core of the class is visited.
     ///
     /// # Preconditions
     /// The caller is inside an RCU read section of the space's domain, or otherwise excludes
     /// the owners' discards (module doc, "Reclamation").
     #[inline]
-    pub(crate) fn for_each(&self, trees: Targets<'_>, mut f: impl FnMut(usize, &PageTables)) {
+    pub(crate) fn for_each_user(&self, users: &UserMask, mut f: impl FnMut(usize, &PageTables)) {
         for (w, word) in self.attached.iter().enumerate() {
-            // Relaxed: see `attach` and `detach` (the fences of the caller's protocol order it).
-            let mut bits = word.load(Ordering::Relaxed) & trees.word(w);
+            // Relaxed: see `attach` and `detach`; a core that copies under an owner leaf was
+            // attached before (program order), and the owner leaf lock orders its copy before
+            // the editor's read of the record that names it.
+            let mut bits = word.load(Ordering::Relaxed) & users.core_word(w);
             while bits != 0 {
                 let c = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
@@ -176,7 +196,14 @@ impl PerCoreTables {
         }
     }
 
-    /// Tables linked in every tree, roots included.
+    /// Tables linked in the owner tree, its root included: the metadata's page tables (the
+    /// design's `stats()` reports them beside the per-core trees').
+    pub(crate) fn owner_table_count(&self) -> u64 {
+        self.owner.table_count()
+    }
+
+    /// Tables linked in every core's tree, roots included (the owner tree not included:
+    /// [`PerCoreTables::owner_table_count`]).
     pub(crate) fn table_count(&self) -> u64 {
         self.trees
             .iter()
@@ -211,6 +238,8 @@ impl PerCoreTables {
         self.pool.with_locks_held(f)
     }
 }
+
+mod owner;
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -165,6 +165,44 @@ impl LeafUsers {
         }
     }
 
+    /// Owner-tree side (`per_core/owner.rs`): records `user` as a core that copied a
+    /// translation of this leaf of the per-core organisation's owner tree. Called under the
+    /// leaf lock, which orders it before the editors' reads of the record (they read it under
+    /// the same lock, `collect_after_changes`, or after unlinking the leaf, which waits out the
+    /// lock holder): no fence, and no steady-state subtlety (a bit seen set under the lock was
+    /// set under it).
+    #[inline]
+    pub(super) fn record_locked(&self, user: UserBit) {
+        let w = &self.words[user.word];
+        // Relaxed: ordered by the leaf lock (doc). Written only when missing, so that the
+        // steady state of a core refilling its copy reads the line without dirtying it.
+        if w.load(Ordering::Relaxed) & user.mask == 0 {
+            w.fetch_or(user.mask, Ordering::Relaxed);
+        }
+    }
+
+    /// ORs the record into `out` (a table being unlinked by `free_tables_noting`, whose
+    /// writers are done: see there).
+    pub(super) fn or_into(&self, out: &mut UserMask) {
+        for (o, w) in out.0.iter_mut().zip(&self.words) {
+            // Relaxed: the caller's unlink (or exclusion) ordered every writer before us.
+            *o |= w.load(Ordering::Relaxed);
+        }
+    }
+
+    /// ORs `m` into the record of an intermediate table that stays linked while tables below
+    /// it are freed (`free_tables_noting`: the cores that copied below them).
+    pub(super) fn absorb(&self, m: &UserMask) {
+        for (w, &bits) in self.words.iter().zip(&m.0) {
+            // Relaxed: read only by a later free of this table, ordered after us by the
+            // caller's exclusion of the range (the design's lock); an RMW because editors of
+            // disjoint ranges may absorb into one table at once.
+            if bits != 0 && w.load(Ordering::Relaxed) & bits != bits {
+                w.fetch_or(bits, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Clears the record of an unlinked table (`Table::scrub`).
     pub(super) fn reset(&self) {
         for w in &self.words {
@@ -194,6 +232,22 @@ impl UserMask {
     #[inline]
     pub(crate) fn insert(&mut self, user: UserBit) {
         self.0[user.word] |= user.mask;
+    }
+
+    /// ORs `other` into this mask.
+    #[inline]
+    pub(crate) fn or(&mut self, other: &UserMask) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
+
+    /// The bits of core word `w` (cores `64 * w .. 64 * w + 64`, each standing for its residue
+    /// class as in [`UserMask::cores_into`]).
+    #[inline]
+    #[allow(clippy::modulo_one)] // USER_WORDS is 1 under loom
+    pub(crate) fn core_word(&self, w: usize) -> u64 {
+        self.0[w % USER_WORDS]
     }
 
     /// No bit set: no core may hold a translation from the leaves it covers.

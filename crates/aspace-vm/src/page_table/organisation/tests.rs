@@ -1,7 +1,9 @@
 //! Tests of the seam (`SpaceTables`): the per-core organisation's behaviours (fill on one core
-//! invisible to another core's walk; an edit clears every named core's tree and names exactly
-//! the cores whose trees changed; discard and refill; frees through the grace period; detach),
-//! the shared organisation through the same interface, and the access path over both.
+//! invisible to another core's walk, every core mapping the owner tree's frame; an edit clears
+//! the owner tree and the copies of exactly the cores its leaves record, and names the cores
+//! whose copies changed; the upgrade path; discard and refill; frees through the grace period,
+//! the copies' tables included; detach), the shared organisation through the same interface,
+//! and the access path over both.
 
 use super::*;
 use crate::access::AccessWindow;
@@ -84,14 +86,18 @@ impl PerCore {
         self.t.walk(id(c), va, None).map(|p| p.frame())
     }
 
-    /// Clears `range` in the trees `trees` names; returns (whether cleared, cores noted).
-    fn clear(&self, trees: Targets<'_>, range: Range<u64>) -> (bool, Vec<usize>) {
+    /// Clears `range` through the seam (`trees` passed along); returns (whether cleared,
+    /// cores noted, the owner's frames handed back).
+    fn clear(&self, trees: Targets<'_>, range: Range<u64>) -> (bool, Vec<usize>, Vec<Frame>) {
         let (mut out, mut users) = (Vec::new(), UserMask::default());
         let any = self
             .t
             .clear_range_noting(trees, &self.reader, range, &mut out, Some(&mut users));
-        assert!(out.is_empty(), "per-core entries own no frames");
-        (any, noted(&users))
+        (any, noted(&users), out)
+    }
+
+    fn prot(&self, c: usize, va: u64) -> Option<Prot> {
+        self.t.walk(id(c), va, None).map(|p| p.prot())
     }
 }
 
@@ -114,45 +120,106 @@ fn per_core_fill_on_one_core_is_invisible_to_another_cores_walk() {
     for c in 1..CORES {
         assert_eq!(p.walk(c, A), None, "core {c} sees core 0's fill");
     }
-    // Core 2 fills the same page from the same metadata: its own copy, the same frame.
-    p.fill(2, A, frame(7));
+    // Core 2 faults on the same page: its own copy of the owner's entry, the same frame (its
+    // frame closure is not even called).
+    let pte =
+        p.t.fill(id(2), &mut p.caches[2], A, Prot::READ_WRITE, || {
+            panic!("a second frame taken for one page")
+        })
+        .unwrap();
+    assert_eq!(pte.frame(), frame(7));
     assert_eq!((p.walk(2, A), p.walk(1, A)), (Some(frame(7)), None));
-    // Each tree holds its own tables: root + level 3, 2 and 1 for cores 0 and 2.
+    // Each tree holds its own tables: root + level 3, 2 and 1 for cores 0 and 2, and the owner
+    // tree (not counted among the per-core trees) as many.
     assert_eq!(p.t.per_core(), [4, 1, 4, 1]);
     assert_eq!(p.t.table_count(), 10);
+    assert_eq!(p.t.owner_table_count(), 4);
 }
 
 #[test]
-fn per_core_clear_clears_every_named_core_and_notes_exactly_those_whose_trees_changed() {
+fn per_core_clear_visits_only_the_cores_that_copied_and_notes_those_whose_copy_it_cleared() {
     let mut p = PerCore::new();
     for c in 0..3 {
         p.fill(c, A, frame(1));
     }
     p.fill(3, B, frame(2));
-    // Named cores 0, 2 and 3: 0 and 2 had the entry, 3 had nothing in the range.
+    // Core 3 never faulted on A: a translation put in its tree behind the owner's back (no
+    // record in the owner leaf) shows whether the clear visits its tree. It must not.
+    let SpaceTables::PerCore(t) = &p.t else {
+        unreachable!()
+    };
+    t.tree(id(3))
+        .fill(&mut p.caches[3], A, Prot::READ, || Some(frame(9)))
+        .unwrap();
+    let (any, cores, out) = p.clear(Targets::Cores(&set(&[3])), A..A + PAGE_SIZE);
     assert_eq!(
-        p.clear(Targets::Cores(&set(&[0, 2, 3])), A..A + PAGE_SIZE),
-        (true, vec![0, 2])
+        (any, cores, out),
+        (true, vec![0, 1, 2], vec![frame(1)]),
+        "the owner's frame once, the cores that copied it noted, the named set ignored"
     );
     assert_eq!(
         (p.walk(0, A), p.walk(1, A), p.walk(2, A)),
-        (None, Some(frame(1)), None),
-        "only the named trees are cleared"
+        (None, None, None)
     );
-    // Every attached core: core 1's copy now, and core 3's page of the next leaf.
-    assert_eq!(p.clear(Targets::All, A..B + PAGE_SIZE), (true, vec![1, 3]));
-    assert!((0..CORES).all(|c| p.walk(c, A).is_none() && p.walk(c, B).is_none()));
-    assert_eq!(p.clear(Targets::All, A..B + PAGE_SIZE), (false, vec![]));
+    assert_eq!(
+        p.walk(3, A),
+        Some(frame(9)),
+        "a core that never faulted on A is not visited"
+    );
+    // The next leaf's page: only core 3 copied from that leaf.
+    assert_eq!(
+        p.clear(Targets::All, B..B + PAGE_SIZE),
+        (true, vec![3], vec![frame(2)])
+    );
+    // Nothing left in the owner tree: nothing cleared, nobody visited or noted (core 3's
+    // stray entry stays).
+    assert_eq!(
+        p.clear(Targets::All, A..B + PAGE_SIZE),
+        (false, vec![], vec![])
+    );
+    assert_eq!(p.walk(3, A), Some(frame(9)));
+    // A core whose copy was discarded is visited (its record stays) but not noted.
+    p.fill(0, A, frame(4));
+    let pte =
+        p.t.fill(id(1), &mut p.caches[1], A, Prot::READ_WRITE, || {
+            Some(frame(5))
+        })
+        .unwrap();
+    assert_eq!(pte.frame(), frame(4), "one frame per page");
+    assert_eq!(p.t.discard(id(0), &mut p.caches[0], &p.domain), 3);
+    assert_eq!(
+        p.clear(Targets::All, A..A + PAGE_SIZE),
+        (true, vec![1], vec![frame(4)])
+    );
 }
 
 #[test]
-fn per_core_protect_downgrades_named_trees_and_notes_those_that_lost_a_right() {
+fn per_core_protect_downgrades_the_copies_of_the_recorded_cores_and_notes_those_that_lost_a_right()
+{
     let mut p = PerCore::new();
-    p.fill(0, A, frame(1));
-    p.fill(1, A, frame(1));
-    // Core 2 already maps it read-only: the downgrade changes nothing there.
+    // The zero-page-like read fill first (no WRITE), then two cores that write.
     p.t.fill(id(2), &mut p.caches[2], A, Prot::READ, || Some(frame(1)))
         .unwrap();
+    // Core 0 writes: its fill copies the owner's read-only entry, which it upgrades.
+    let pte =
+        p.t.fill(id(0), &mut p.caches[0], A, Prot::READ_WRITE, || None)
+            .unwrap();
+    assert_eq!(pte.prot(), Prot::READ, "the owner's prot is copied");
+    p.t.upgrade(id(0), A, Prot::READ_WRITE);
+    // Core 1's fill then copies the upgraded entry.
+    let pte =
+        p.t.fill(id(1), &mut p.caches[1], A, Prot::READ_WRITE, || None)
+            .unwrap();
+    assert_eq!(pte.prot(), Prot::READ_WRITE);
+    assert_eq!(
+        (p.prot(0, A), p.prot(1, A), p.prot(2, A)),
+        (
+            Some(Prot::READ_WRITE),
+            Some(Prot::READ_WRITE),
+            Some(Prot::READ)
+        ),
+        "an upgrade raises the owner entry and the upgrading core's copy only"
+    );
     let mut users = UserMask::default();
     let removed = p.t.protect_range_noting(
         Targets::All,
@@ -162,11 +229,12 @@ fn per_core_protect_downgrades_named_trees_and_notes_those_that_lost_a_right() {
         Some(&mut users),
     );
     assert!(removed);
-    assert_eq!(noted(&users), [0, 1]);
+    assert_eq!(noted(&users), [0, 1], "core 2's copy lost nothing");
     for c in 0..3 {
-        assert_eq!(p.t.walk(id(c), A, None).map(|e| e.prot()), Some(Prot::READ));
+        assert_eq!(p.prot(c, A), Some(Prot::READ));
     }
-    // Adding a right back removes none: nobody to shoot down.
+    assert_eq!(p.prot(3, A), None);
+    // Adding a right back removes none: nobody to shoot down; every recorded copy gets it.
     let mut users = UserMask::default();
     assert!(!p.t.protect_range_noting(
         Targets::Cores(&set(&[0])),
@@ -176,11 +244,16 @@ fn per_core_protect_downgrades_named_trees_and_notes_those_that_lost_a_right() {
         Some(&mut users),
     ));
     assert!(users.is_empty());
+    for c in 0..3 {
+        assert_eq!(p.prot(c, A), Some(Prot::READ_WRITE));
+    }
+    let SpaceTables::PerCore(t) = &p.t else {
+        unreachable!()
+    };
     assert_eq!(
-        p.t.walk(id(0), A, None).map(|e| e.prot()),
-        Some(Prot::READ_WRITE)
+        t.owner().lookup(A).map(|e| (e.frame(), e.prot())),
+        Some((frame(1), Prot::READ_WRITE))
     );
-    assert_eq!(p.t.walk(id(1), A, None).map(|e| e.prot()), Some(Prot::READ));
 }
 
 #[test]
@@ -239,28 +312,72 @@ fn per_core_free_tables_frees_every_named_tree_into_the_freeing_core_after_a_gra
     // period can pass until it leaves.
     let walker = p.domain.register();
     let section = walker.read();
-    // munmap of both pages by core 0: clear every attached tree, then free the empty range.
-    assert_eq!(p.clear(Targets::All, A..B + PAGE_SIZE), (true, vec![1, 2]));
+    // munmap of both pages by core 0: clear, then free the empty range.
+    assert_eq!(
+        p.clear(Targets::All, A..B + PAGE_SIZE),
+        (true, vec![1, 2], vec![frame(1), frame(2)])
+    );
+    assert_eq!(p.t.owner_table_count(), 5);
     let (cache0, reader) = (&mut p.caches[0], &p.reader);
     p.t.free_tables(Targets::All, reader, cache0, 0..1 << 47, &p.domain);
     assert_eq!(
-        p.t.per_core(),
-        [1, 1, 1, 1],
-        "both trees are back to their roots"
+        (p.t.per_core(), p.t.owner_table_count()),
+        (vec![1, 1, 1, 1], 1),
+        "both copies' trees and the owner tree are back to their roots"
     );
-    // Core 1's and core 2's tables went to core 0's cache and on, in two batches, to RCU:
-    // core 0's own fill allocates while the walker may still be inside them...
+    // The owner's, core 1's and core 2's tables went to core 0's cache and on, in three
+    // batches, to RCU: core 0's own fill (3 owner tables, 3 of its own) allocates while the
+    // walker may still be inside them...
     p.fill(0, A, frame(3));
     assert_eq!(
         p.allocated(),
-        allocated + 3,
+        allocated + 6,
         "nothing reused before the grace period"
     );
     // ... and takes them once the grace period passed.
     drop(section);
     p.domain.barrier();
     p.fill(0, 0x80_0000_0000, frame(4));
-    assert_eq!(p.allocated(), allocated + 3, "reused after it");
+    assert_eq!(p.allocated(), allocated + 6, "reused after it");
+}
+
+#[test]
+fn per_core_free_tables_frees_the_copies_tables_under_leaves_freed_earlier() {
+    let mut p = PerCore::new();
+    // Core 1 copies A, core 2 copies B (the next leaf under the same level-2 table).
+    p.fill(1, A, frame(1));
+    p.fill(2, B, frame(2));
+    assert_eq!(
+        p.clear(Targets::All, A..B + PAGE_SIZE).0,
+        true,
+        "both pages cleared"
+    );
+    // First free: only A's leaf (B's leaf and the level-2 table above stay).
+    let leaf_a = A..A + 512 * PAGE_SIZE;
+    let (cache0, reader) = (&mut p.caches[0], &p.reader);
+    p.t.free_tables(Targets::All, reader, cache0, leaf_a, &p.domain);
+    assert_eq!(
+        (p.t.per_core(), p.t.owner_table_count()),
+        (vec![1, 3, 4, 1], 4),
+        "A's leaf went from the owner tree and core 1's tree; core 2's tree untouched"
+    );
+    // Second free, of the whole GiB: the owner's remaining leaf records only core 2, but core
+    // 1's level-2 and level-3 tables above A's freed leaf go too (the owner's level-2 table
+    // kept A's record).
+    let gib = A..A + (1 << 30);
+    let (cache0, reader) = (&mut p.caches[0], &p.reader);
+    p.t.free_tables(Targets::All, reader, cache0, gib, &p.domain);
+    assert_eq!(
+        (p.t.per_core(), p.t.owner_table_count()),
+        (vec![1, 2, 2, 1], 2),
+        "every level-2 table and leaf under the GiB freed, the level-3 tables kept"
+    );
+    let (cache0, reader) = (&mut p.caches[0], &p.reader);
+    p.t.free_tables(Targets::All, reader, cache0, 0..1 << 39, &p.domain);
+    assert_eq!(
+        (p.t.per_core(), p.t.owner_table_count()),
+        (vec![1, 1, 1, 1], 1)
+    );
 }
 
 #[test]
@@ -276,14 +393,21 @@ fn per_core_detach_discards_the_tree_and_edits_skip_detached_cores() {
     let SpaceTables::PerCore(t) = &p.t else {
         unreachable!()
     };
+    let mask = |cores: &[usize]| {
+        let mut m = UserMask::default();
+        for &c in cores {
+            m.insert(UserBit::of(c, CORES));
+        }
+        m
+    };
     let mut visited = Vec::new();
-    t.for_each(Targets::All, |c, _| visited.push(c));
+    t.for_each_user(&mask(&[0, 1, 2, 3]), |c, _| visited.push(c));
     assert_eq!(visited, [0, 1, 2], "a detached core's tree is not visited");
     // A core attaching to the slot starts from the empty tree and is visited again.
     p.caches.push(p.t.attach(id(3)).unwrap());
     assert_eq!(p.walk(3, A), None);
     visited.clear();
-    t.for_each(Targets::Cores(&set(&[1, 3])), |c, _| visited.push(c));
+    t.for_each_user(&mask(&[1, 3]), |c, _| visited.push(c));
     assert_eq!(visited, [1, 3]);
 }
 
@@ -326,7 +450,10 @@ fn shared_organisation_is_one_tree_whose_entries_own_their_frames() {
     );
     assert!(!t.clear_range_noting(Targets::All, &reader, A..A + PAGE_SIZE, &mut out, None));
     t.free_tables(Targets::All, &reader, &mut c0, 0..1 << 47, &domain);
-    assert_eq!((t.table_count(), t.per_core()), (1, vec![]));
+    assert_eq!(
+        (t.table_count(), t.per_core(), t.owner_table_count()),
+        (1, vec![], 0)
+    );
     c0.drain(&domain);
 }
 
@@ -374,6 +501,7 @@ fn access_path_walks_the_core_own_tree_and_a_discard_flushes_its_next_window() {
         None,
         "core 1 faults: not its tree"
     );
+    // Core 1's fault maps the owner's frame (its own closure's frame is not taken).
     fault(&sh, &mut c1, A, f);
     assert_eq!(translate(&sh, &mut c1, A).0, Some(at));
     // Core 0 discards its tree: its TLB still holds A, so its next window must flush.
@@ -381,7 +509,8 @@ fn access_path_walks_the_core_own_tree_and_a_discard_flushes_its_next_window() {
     assert_eq!(translate(&sh, &mut c0, A), (None, true));
     assert_eq!(translate(&sh, &mut c0, A), (None, false), "one flush");
     assert_eq!(translate(&sh, &mut c1, A).0, Some(at));
-    // An unmap as the Linux bodies do it: every attached tree, the owners as targets.
+    // An unmap as the Linux bodies do it: the owner's frame back, the core still holding a
+    // copy as the target (core 0 discarded its copy).
     let mut users = UserMask::default();
     let mut freed = Vec::new();
     assert!(sh.tables.clear_range_noting(
@@ -391,7 +520,7 @@ fn access_path_walks_the_core_own_tree_and_a_discard_flushes_its_next_window() {
         &mut freed,
         Some(&mut users)
     ));
-    assert_eq!((freed.len(), noted(&users)), (0, vec![1]));
+    assert_eq!((freed, noted(&users)), (vec![f], vec![1]));
     c0.cache.free(&sh.pool, f);
     c0.detach(&sh);
     c1.detach(&sh);

@@ -5,7 +5,7 @@ use super::super::organisation::SpaceTables;
 use super::super::UserMask;
 use super::*;
 use crate::frames::Frame;
-use crate::shootdown::CoreSet;
+use crate::shootdown::Targets;
 use crate::types::{Prot, PAGE_SIZE};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
@@ -79,15 +79,18 @@ fn discard_racing_an_editor_retires_every_table_once() {
     let pages = pages();
     // The editor's range: the second and third GiB, whose level-2 tables lie wholly inside.
     let edited: Range<u64> = 2 * GIB..4 * GIB;
-    let owner_trees = {
-        let mut s = CoreSet::new();
-        s.insert(id(1));
-        s
-    };
+    let in_edited: Vec<Frame> = pages
+        .iter()
+        .filter(|va| edited.contains(va))
+        .map(|&va| frame_of(va))
+        .collect();
     for round in 0..ROUNDS {
         for &va in &pages {
-            let pte = tree
-                .fill(&mut owner_cache, va, Prot::READ, || Some(frame_of(va)))
+            // Through the seam: the owner tree's entry, then core 1's copy.
+            let pte = t
+                .fill(id(1), &mut owner_cache, va, Prot::READ, || {
+                    Some(frame_of(va))
+                })
                 .unwrap();
             assert_eq!(pte.frame(), frame_of(va), "round {round}: a stale entry");
         }
@@ -112,15 +115,15 @@ fn discard_racing_an_editor_retires_every_table_once() {
                 go(&ready);
                 let (mut out, mut users) = (Vec::new(), UserMask::default());
                 t.clear_range_noting(
-                    Targets::Cores(&owner_trees),
+                    Targets::All,
                     &reader,
                     edited.clone(),
                     &mut out,
                     Some(&mut users),
                 );
-                assert!(out.is_empty());
+                assert_eq!(out, in_edited, "the owner entries' frames, once each");
                 t.free_tables(
-                    Targets::Cores(&owner_trees),
+                    Targets::All,
                     &reader,
                     &mut editor_cache,
                     edited.clone(),
