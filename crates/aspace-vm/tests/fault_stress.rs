@@ -209,6 +209,12 @@ fn stress(design: Design, seed: u64) {
         st.frames_in_use
     );
     main.munmap(BASE, end - BASE).unwrap();
+    if !space.stats().page_table_bytes_per_core.is_empty() {
+        // Per-core page tables (`radix`) keep the empty tables at the edges of an unmapped
+        // range until their core discards them (`designs/radix.rs`, "Departures"); the other
+        // cores detached, which discarded theirs.
+        main.discard_page_tables().unwrap();
+    }
     let st = space.stats();
     assert_eq!(st.regions, 0, "{design:?}");
     assert_eq!(
@@ -216,8 +222,9 @@ fn stress(design: Design, seed: u64) {
         "{design:?}: a frame leaked (seed {seed})"
     );
     assert_eq!(
-        st.page_tables, 1,
-        "{design:?}: a page table leaked (seed {seed})"
+        st.page_tables,
+        (st.page_table_bytes_per_core.len() as u64).max(1),
+        "{design:?}: a page table leaked (seed {seed}): only the roots remain"
     );
 }
 

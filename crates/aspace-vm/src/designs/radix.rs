@@ -63,6 +63,15 @@
 //! - `mmap(NULL)` claims a gap in the calling core's arena (`RadixMap::alloc_padded`, a page
 //!   of free space kept on both sides so no merge applies), where RadixVM's allocator hands out
 //!   4 GiB-spaced ranges per core; freed space is reused.
+//! - Page tables (the owner tree's and the per-core trees') are freed by `munmap` only where a
+//!   whole table lies inside the window's held slots (`syscalls::munmap_locked` frees the
+//!   tables of the gap it holds): the radix tree's range lock holds the range and a page on
+//!   each side, not the gaps up to the next regions as the skiplist's does, so the empty tables
+//!   of a small unmapped range stay linked until the range is mapped again (the arenas reuse
+//!   it first), a larger `munmap` covers them, or their core discards its tree
+//!   ([`CoreHandle::discard_page_tables`](crate::CoreHandle::discard_page_tables); RadixVM
+//!   frees page-table pages the same way, "when memory is low", §3.3). Widening the lock to
+//!   the leaf around the range would lock up to 512 slots per call.
 //! - The hybrid lock's local modes (one uncontended per-core lock word) are kept: GR gives
 //!   `maps()` a consistent view and GW the placement fallback.
 //!

@@ -307,9 +307,21 @@ pub(crate) fn munmap_locked(
     // mapping in the same leaf table): a table is freeable only if it
     // covers part of `range` and lies inside the widened gap, and no leaf-sized block
     // touching `range` can lie inside it when `range` is surrounded closely enough.
-    let optimistic = 0..outcome.next_start;
+    // No region can lie outside the space's bounds, so a gap that reaches a bound reaches the
+    // end of the page tables (a store that sees only what it holds, `radix`'s window, would
+    // otherwise keep the tables that straddle `min_addr` or `max_addr`).
+    let beyond_bounds = |mut gap: Range<u64>| {
+        if gap.start <= sh.bounds.min_addr {
+            gap.start = 0;
+        }
+        if gap.end >= sh.bounds.max_addr {
+            gap.end = 1 << VA_BITS;
+        }
+        gap
+    };
+    let optimistic = beyond_bounds(0..outcome.next_start);
     if may_free_tables(&range, &optimistic) {
-        let gap = regions.gap_around(range.clone(), outcome, 1 << VA_BITS);
+        let gap = beyond_bounds(regions.gap_around(range.clone(), outcome, 1 << VA_BITS));
         if may_free_tables(&range, &gap) {
             // No region intersects `gap`, its entries were cleared, and the store is held
             // exclusively: no fill can run in it.

@@ -4,7 +4,7 @@
 //! Not for: random sequences (`ops.rs`, `harness.rs`) or concurrency beyond a few attached cores
 //! (`stress.rs`).
 
-use super::checks::{lines, unmap_everything_and_check_empty, EMPTY_TABLES};
+use super::checks::{empty_tables, lines, unmap_everything_and_check_empty};
 use super::harness::{fixed, space, PA, UNKNOWN_MAP_BIT, UNKNOWN_PROT_BIT};
 use super::model::{self, P};
 use aspace_vm::{
@@ -752,7 +752,7 @@ pub fn many_cores_attached_work_in_parallel(design: Design) {
             st.cores,
             st.regions,
             st.frames_in_use,
-            st.page_tables <= EMPTY_TABLES
+            st.page_tables <= empty_tables(&st)
         ),
         (0, 0, 0, true),
         "{st:?}"

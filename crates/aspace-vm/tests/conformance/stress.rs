@@ -393,7 +393,7 @@ pub fn concurrent_anywhere_mmaps_never_overlap(design: Design) {
         (
             st.regions,
             st.frames_in_use,
-            st.page_tables <= super::EMPTY_TABLES,
+            st.page_tables <= super::empty_tables(&st),
             st.cores
         ),
         (0, 0, true, 0),

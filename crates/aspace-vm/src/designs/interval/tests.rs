@@ -7,6 +7,7 @@ use crate::config::Arenas;
 use crate::designs::Designs;
 use crate::types::{Access, MapFlags, Prot, PAGE_SIZE as P};
 use crate::{AddressSpace, CoreHandle, Design};
+use aspace_map::IntervalMap;
 
 fn design(space: &AddressSpace) -> &IntervalDesign {
     match &*space.space.design {

@@ -137,7 +137,7 @@ fn dontneed_and_mprotect_reach_every_copy() {
     let x = map(&mut a, 2 * P);
     a.write(x, &5u64.to_le_bytes()).unwrap();
     b.touch(x, Access::Read).unwrap();
-    a.madvise(x, 2 * P, Advice::DontNeed).unwrap();
+    a.madvise(x, 2 * P, Advice::DONTNEED).unwrap();
     let mut buf = [0u8; 8];
     b.read(x, &mut buf).unwrap();
     assert_eq!(u64::from_le_bytes(buf), 0, "DONTNEED dropped b's copy too");
@@ -164,4 +164,33 @@ fn maps_are_linux_regions_with_merges() {
     a.munmap(x + P, 2 * P).unwrap();
     let m = space.maps();
     assert_eq!((m.len(), m[0].start, m[1].end), (2, x, x + 4 * P));
+}
+
+#[test]
+/// The window holds only the range and a page on each side; the gap beyond the space's bounds
+/// counts as free (nothing can be mapped there), so the tables straddling them go too.
+fn a_munmap_of_the_whole_space_frees_every_table_of_every_tree() {
+    let space = AddressSpace::builder()
+        .design(Design::Radix)
+        .address_range(0x1_0000, 0x1_0000 + 256 * P)
+        .memory(16 * P)
+        .max_map_count(100)
+        .max_cores(16)
+        .tlb_entries(8)
+        .frame_batch(4)
+        .build()
+        .unwrap();
+    let mut a = space.attach().unwrap();
+    let x = map(&mut a, 4 * P);
+    a.write(x, &1u64.to_le_bytes()).unwrap();
+    a.munmap(x, 4 * P).unwrap();
+    let c = space.config().clone();
+    assert_eq!(
+        space.stats().page_tables,
+        4,
+        "a small munmap keeps the tables"
+    );
+    a.munmap(c.min_addr, c.max_addr - c.min_addr).unwrap();
+    let st = space.stats();
+    assert_eq!((st.page_tables, st.metadata_bytes > 0), (1, true), "{st:?}");
 }
