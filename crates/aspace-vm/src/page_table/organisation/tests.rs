@@ -351,9 +351,8 @@ fn per_core_free_tables_frees_the_copies_tables_under_leaves_freed_earlier() {
     p.fill(1, A, frame(1));
     p.fill(2, B, frame(2));
     assert_eq!(
-        p.clear(Targets::All, A..B + PAGE_SIZE).0,
-        true,
-        "both pages cleared"
+        p.clear(Targets::All, A..B + PAGE_SIZE),
+        (true, vec![1, 2], vec![frame(1), frame(2)])
     );
     // First free: only A's leaf (B's leaf and the level-2 table above stay).
     let leaf_a = A..A + 512 * PAGE_SIZE;

@@ -150,6 +150,7 @@ impl PerCoreTables {
     /// # Errors
     /// As `PageTables::fill_checked`; [`FillError::NoTable`] when the copy's table could not
     /// be allocated.
+    #[allow(clippy::too_many_arguments)] // `PageTables::fill_checked`'s, the core and its cache
     pub(crate) fn fill_checked(
         &self,
         core: CoreId,
