@@ -431,10 +431,10 @@ impl PageTables {
         let entry = &guard.leaf.entries[i];
         // Relaxed: leaf entries are written only under the leaf lock, which we hold.
         let cur = Pte::from_bits(entry.load(Ordering::Relaxed));
-        debug_assert!(
-            !cur.present() || cur.frame() == pte.frame(),
-            "a copy of another frame than its owner entry's"
-        );
+        // A copy of another frame can be here only while an editor that cleared its owner
+        // entry without marking the region (a zap of `MADV_DONTNEED`: the region stays, so a
+        // fault after the zap refills the owner entry) has yet to reach this tree: the editor
+        // read this core's bit, so it clears whichever copy it finds and notes the core.
         if cur == pte {
             return Ok(());
         }

@@ -66,6 +66,14 @@
 //! `loom_tests.rs` fails so). A locked fill needs none of this: the design's range lock
 //! excludes every editor of the range.
 //!
+//! **A zap that marks nothing** (`MADV_DONTNEED` keeps its region, so `live()` stays true): a
+//! lock-free fault may refill the owner entry right after the editor cleared it (a fill after
+//! the zap, which Linux allows too). Every copy of the old frame was written under the owner
+//! leaf lock before the editor took it, so the editor read its core's bit and clears it
+//! afterwards; a copy of the new frame may first overwrite an old one (`copy_entry` stores
+//! whatever was there) or be cleared by the editor's pass (its core faults again). Either way
+//! no copy of the old frame survives the edit, and every core that held one is noted.
+//!
 //! **The tables a lock-free fault installs in its own tree.** Only its own core fills its tree,
 //! so no other filler races it; an editor could free them only by `free_tables` of a range that
 //! contains them wholly. A table installed for `va` covers `va`, and the owner leaf of `va`
@@ -150,6 +158,7 @@ impl PerCoreTables {
     /// # Errors
     /// As `PageTables::fill_checked`; [`FillError::NoTable`] when the copy's table could not
     /// be allocated.
+    #[allow(clippy::too_many_arguments)] // `PageTables::fill_checked`'s, the core and its cache
     pub(crate) fn fill_checked(
         &self,
         core: CoreId,
