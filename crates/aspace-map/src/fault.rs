@@ -11,6 +11,9 @@
 //!
 //! Cost when off: one `Relaxed` load of a word that is only written by the test hook.
 //!
+//! Buffers that grow before a commit go through [`try_reserve`] (the radix map's held slots,
+//! traversal references and expansion work list): a growth takes one unit and is fallible.
+//!
 //! Not for: the RCU domain's callback boxes and the maps' batch vectors, which use the global
 //! allocator and abort on failure (bounded: one domain callback per update or per 64 retired
 //! skiplist nodes; see the crate's lock and RCU contract).
@@ -64,4 +67,20 @@ impl AllocBudget {
             Err(_) => Err(MapError::OutOfMemory),
         }
     }
+}
+
+/// Makes room for `extra` more elements in `v` without aborting: when `v` must grow, the growth
+/// takes one unit of `budget` (if any) and is fallible (`Vec::try_reserve`, amortized).
+pub(crate) fn try_reserve<T>(
+    v: &mut Vec<T>,
+    extra: usize,
+    budget: Option<&AllocBudget>,
+) -> Result<(), MapError> {
+    if v.capacity() - v.len() >= extra {
+        return Ok(());
+    }
+    if let Some(b) = budget {
+        b.take()?;
+    }
+    v.try_reserve(extra).map_err(|_| MapError::OutOfMemory)
 }

@@ -78,11 +78,20 @@
 //! domain. Replaced records and used descriptors are batched per reader slot and freed by
 //! that slot's next operations after a grace period (`radix/retire.rs`; [`RadixMap::barrier`]
 //! frees everything removed before it); removed nodes' memory goes to the domain after Refcache
-//! frees them ([`RadixMap::collect`] drives Refcache until they are). A failed node, record or
-//! descriptor allocation (real, or
-//! injected by [`RadixMap::fail_allocations_after`]) comes before the commit: the operation
-//! returns `OutOfMemory`, releases its slots and changes nothing (expansions it made stay: they
-//! change no page's value).
+//! frees them ([`RadixMap::collect`] drives Refcache until they are). Every heap allocation an
+//! operation makes before its commit is fallible and takes a unit of the allocation budget:
+//! nodes, their Refcache objects and weak cells (`Core::try_alloc_with_weak`), records,
+//! descriptors, and the growth of the operation's buffers (held slots, traversal references,
+//! expansion work list, old records, cuts: `fault::try_reserve`; they are reused from the
+//! reader slot, so a warm slot seldom grows them). A failure (real, or injected by
+//! [`RadixMap::fail_allocations_after`]) returns `OutOfMemory`, releases the slots and
+//! changes nothing (expansions made stay: they change no page's value); a regression test
+//! fails every allocation of an expanding `map` in turn with a failing global allocator
+//! (`tests/radix_alloc_budget.rs`). Not covered: Refcache's own bookkeeping, which a counted
+//! reference operation may run (a maintenance pass every few hundred operations or 10 ms:
+//! review-queue pushes, frees), and everything after the commit (retire lists, domain
+//! callbacks); those abort on exhaustion, as the rest of the crate's bookkeeping does
+//! (`fault.rs`).
 //!
 //! # Linearizability
 //! `map`/`swap`/`alloc`: the descriptor's commit store (or the single slot store when one slot
@@ -724,7 +733,9 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
             "swap with a lock of another map"
         );
         let r = locked.range;
-        new_intervals.sort_by_key(|(iv, _)| *iv);
+        // Unstable: sorts in place (a stable sort allocates before the commit, unbudgeted);
+        // equal keys overlap and are refused below.
+        new_intervals.sort_unstable_by_key(|(iv, _)| *iv);
         let mut last_end = r.start;
         for (iv, _) in &new_intervals {
             if iv.start < last_end || iv.end > r.end {

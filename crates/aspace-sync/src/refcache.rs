@@ -1222,6 +1222,69 @@ impl Core {
         }
     }
 
+    /// [`alloc`](Self::alloc) and [`Ref::downgrade`] in one, fallibly: the object and its weak
+    /// cell are allocated before anything is counted, and a failed allocation hands `value`
+    /// back with nothing changed (a caller that must not abort on memory exhaustion, such as
+    /// the radix tree's expansion, returns its own out-of-memory error then).
+    ///
+    /// # Errors
+    /// `Err(value)` when either allocation fails.
+    pub fn try_alloc_with_weak<T: Send + Sync + 'static>(
+        &self,
+        value: T,
+    ) -> Result<(Ref<T>, Weak<T>), T> {
+        use std::alloc::{alloc, dealloc, Layout};
+        let inner = self.inner();
+        let cell_layout = Layout::new::<WeakCell>();
+        // SAFETY: `WeakCell` has a non-zero size.
+        let cell = unsafe { alloc(cell_layout) } as *mut WeakCell;
+        if cell.is_null() {
+            return Err(value);
+        }
+        let box_layout = Layout::new::<RcBox<T>>();
+        // SAFETY: `RcBox<T>` has a non-zero size (its header).
+        let obj = unsafe { alloc(box_layout) } as *mut RcBox<T>;
+        if obj.is_null() {
+            // SAFETY: allocated above with this layout, never initialised or shared.
+            unsafe { dealloc(cell as *mut u8, cell_layout) };
+            return Err(value);
+        }
+        // SAFETY: both are fresh allocations of their types' layouts from the global allocator
+        // (so `Box::from_raw` may free them, as `free_box` and the weak side do); written once
+        // before they are shared.
+        unsafe {
+            cell.write(WeakCell {
+                // Not dying even if queued: the review's free CAS then fails and re-queues.
+                word: AtomicUsize::new(obj as usize),
+            });
+            let cell = NonNull::new_unchecked(cell);
+            obj.write(RcBox {
+                header: Header {
+                    state: SpinMutex::new(ObjState {
+                        refcnt: 1,
+                        queued: false,
+                        dirty: false,
+                        weak: Some(cell),
+                    }),
+                    domain: self.inner,
+                    free: free_box::<T>,
+                },
+                value,
+            });
+            inner.slots[self.slot].live.fetch_add(1, Relaxed);
+            let weak = Weak {
+                cell,
+                domain: self.inner,
+                _refers: PhantomData,
+            };
+            let r = Ref {
+                ptr: NonNull::new_unchecked(obj),
+                _owns: PhantomData,
+            };
+            Ok((r, weak))
+        }
+    }
+
     /// Runs one cache operation under the slot lock, then the maintenance check if due.
     #[inline]
     fn op(&self, f: impl FnOnce(&Inner, &mut SlotState)) {
@@ -1692,6 +1755,26 @@ mod tests {
             core.synchronize();
         }
         assert_eq!(dropped.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn try_alloc_with_weak_is_alloc_then_downgrade() {
+        let rc = eager(1, 4);
+        let core = rc.core(0);
+        let (p, dropped) = probe();
+        let (r, w) = core.try_alloc_with_weak(p).ok().expect("memory");
+        assert!(Ref::downgrade(&r).is_none(), "the weak is bound");
+        let r2 = core.tryget(&w).unwrap().expect("alive");
+        core.put(r2).unwrap();
+        core.put(r).unwrap();
+        for _ in 0..4 {
+            core.synchronize();
+        }
+        assert_eq!(dropped.load(SeqCst), 1);
+        assert!(w.is_freed());
+        assert!(core.tryget(&w).unwrap().is_none());
+        drop(w);
+        assert_eq!(rc.stats().live_objects, 0);
     }
 
     #[test]

@@ -80,9 +80,11 @@ fn lock(t: &RawRadix<u64>, lo: u64, hi: u64) -> Vec<Held> {
     let mut held = Vec::new();
     // SAFETY: nothing is freed while the model's threads run.
     unsafe {
-        t.lock_range(lo, hi, &mut held, &counts, &mut Pins::default());
+        t.lock_range(lo, hi, &mut held, &counts, &mut Pins::default(), None)
+            .unwrap();
         t.refine(
             &mut held,
+            &mut Vec::new(),
             lo,
             hi,
             &[lo, hi],

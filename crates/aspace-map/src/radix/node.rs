@@ -30,7 +30,9 @@
 //! old or the new list depending on `committed`.
 //!
 //! This is the crate's one module that allocates and frees radix memory; every allocation an
-//! operation makes before its commit is fallible and takes one unit of the map's `AllocBudget`.
+//! operation makes before its commit is fallible and takes one unit of the map's `AllocBudget`
+//! (so do the operation's other allocations before its commit: a node's Refcache object,
+//! `reclaim.rs`, and the growth of its buffers, `fault::try_reserve`).
 
 use crate::contract::{MapError, PAGE_SIZE};
 use crate::fault::AllocBudget;
@@ -227,7 +229,8 @@ pub(crate) struct Desc<V> {
 }
 
 impl<V> Desc<V> {
-    /// A descriptor over copies of the lists, allocated fallibly (one budget unit).
+    /// A descriptor over copies of the lists, allocated fallibly (one budget unit, and one
+    /// more for a list too long to keep inline).
     pub(crate) fn try_alloc(
         old: &[*const Record<V>],
         new: &[*const Record<V>],
@@ -243,6 +246,10 @@ impl<V> Desc<V> {
             inline[..old.len()].copy_from_slice(old);
             inline[old.len()..n].copy_from_slice(new);
         } else {
+            // The list's own allocation: one more unit.
+            if let Some(b) = budget {
+                b.take()?;
+            }
             heap.try_reserve_exact(n)
                 .map_err(|_| MapError::OutOfMemory)?;
             heap.extend_from_slice(old);

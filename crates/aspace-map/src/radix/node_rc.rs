@@ -40,8 +40,20 @@ mod refcache {
 
     impl<N> Drop for NodeObj<N> {
         fn drop(&mut self) {
+            if self.node.is_null() {
+                // Disarmed: the object was never made (its allocation failed, `disarm`).
+                return;
+            }
             // SAFETY: Refcache drops an object once.
             unsafe { self.owner.remove(self.node) };
+        }
+    }
+
+    impl<N> NodeObj<N> {
+        /// Drops an object value that never became a Refcache object (its allocation failed
+        /// and handed it back) without removing its node.
+        pub(crate) fn disarm(mut self) {
+            self.node = std::ptr::null_mut();
         }
     }
 

@@ -127,6 +127,8 @@ mod refcache {
     use super::super::node::{Node, NODE};
     use super::super::node_rc::Remove;
     use super::NodeBox;
+    use crate::contract::MapError;
+    use crate::fault::{try_reserve, AllocBudget};
     use aspace_rcu::Domain;
     use aspace_sync::{Core, Ref, Refcache, RefcacheConfig};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -197,7 +199,8 @@ mod refcache {
         /// `false` if the node was freed (its parent's slot is about to be cleared).
         ///
         /// # Safety
-        /// `node` was read from a child pointer inside a read section (its memory is alive).
+        /// `node` was read from a child pointer inside a read section (its memory is alive);
+        /// `pins` has room for one more (`reserve_pins`).
         pub(crate) unsafe fn pin(&self, node: *const Node, pins: &mut Pins) -> bool {
             if pins.iter().any(|&(n, _)| n == node) {
                 return true;
@@ -208,6 +211,7 @@ mod refcache {
             };
             match self.core.tryget(w).expect(OWN) {
                 Some(r) => {
+                    debug_assert!(pins.capacity() > pins.len(), "room reserved");
                     pins.push((node, r));
                     true
                 }
@@ -216,16 +220,32 @@ mod refcache {
         }
 
         /// Makes `node` (fresh, unpublished, `used` slots used) a Refcache object pinned by the
-        /// caller.
+        /// caller: two units of `budget`, then the object and its weak reference, allocated
+        /// fallibly. On error nothing is counted and `node` is untouched.
         ///
         /// # Safety
-        /// `node` is fresh and unpublished.
-        pub(crate) unsafe fn born(&self, node: *mut Node, used: usize, pins: &mut Pins) {
-            let r = self.core.alloc(NodeObj {
+        /// `node` is fresh and unpublished; `pins` has room for one more (`reserve_pins`).
+        pub(crate) unsafe fn born(
+            &self,
+            node: *mut Node,
+            used: usize,
+            pins: &mut Pins,
+            budget: Option<&AllocBudget>,
+        ) -> Result<(), MapError> {
+            if let Some(b) = budget {
+                // Two allocations: the object and its weak cell.
+                b.take()?;
+                b.take()?;
+            }
+            let obj = NodeObj {
                 node,
                 owner: Arc::clone(self.shared) as Arc<dyn Remove<Node>>,
-            });
-            let weak = Ref::downgrade(&r).expect("a fresh object has no weak reference");
+            };
+            let (r, weak) = self.core.try_alloc_with_weak(obj).map_err(|obj| {
+                // Handed back: not an object, its drop must not remove the node.
+                obj.disarm();
+                MapError::OutOfMemory
+            })?;
             // SAFETY: the caller's contract: ours to write before publication.
             unsafe {
                 (*node).rc.obj = Ref::as_ptr(&r);
@@ -234,7 +254,9 @@ mod refcache {
             for _ in 0..used {
                 let _ = Ref::into_raw(self.core.get(&r).expect(OWN));
             }
+            debug_assert!(pins.capacity() > pins.len(), "room reserved");
             pins.push((node, r));
+            Ok(())
         }
 
         /// `delta` more (or fewer) used slots in `node`.
@@ -276,6 +298,15 @@ mod refcache {
     /// Gives back traversal references without a core (through the objects' global counts).
     pub(crate) fn unpin_without_core(pins: Pins) {
         drop(pins);
+    }
+
+    /// Makes room for `extra` more traversal references (`fault::try_reserve`).
+    pub(crate) fn reserve_pins(
+        pins: &mut Pins,
+        extra: usize,
+        budget: Option<&AllocBudget>,
+    ) -> Result<(), MapError> {
+        try_reserve(pins, extra, budget)
     }
 
     /// Gives back the counts of `node`'s `used` slots (the map is being dropped; the objects
@@ -362,6 +393,8 @@ mod refcache {
 mod stand_in {
     //! Counts nothing, frees nothing (see the module doc).
     use super::super::node::Node;
+    use crate::contract::MapError;
+    use crate::fault::AllocBudget;
 
     /// No references are taken.
     #[derive(Default)]
@@ -396,7 +429,15 @@ mod stand_in {
         pub(crate) unsafe fn pin(&self, _node: *const Node, _pins: &mut Pins) -> bool {
             true
         }
-        pub(crate) unsafe fn born(&self, _node: *mut Node, _used: usize, _pins: &mut Pins) {}
+        pub(crate) unsafe fn born(
+            &self,
+            _node: *mut Node,
+            _used: usize,
+            _pins: &mut Pins,
+            _budget: Option<&AllocBudget>,
+        ) -> Result<(), MapError> {
+            Ok(())
+        }
         pub(crate) unsafe fn adjust(&self, _node: *const Node, _delta: isize, _pins: &Pins) {}
         pub(crate) fn unpin_all(&self, _pins: &mut Pins) {}
     }
@@ -404,4 +445,12 @@ mod stand_in {
     pub(crate) unsafe fn forget(_node: &Node, _used: usize) {}
 
     pub(crate) fn unpin_without_core(_pins: Pins) {}
+
+    pub(crate) fn reserve_pins(
+        _pins: &mut Pins,
+        _extra: usize,
+        _budget: Option<&AllocBudget>,
+    ) -> Result<(), MapError> {
+        Ok(())
+    }
 }

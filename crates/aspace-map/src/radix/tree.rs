@@ -43,9 +43,9 @@
 
 use super::geom::{index, slot_start, span, FANOUT, ROOT_LEVEL};
 use super::node::{is_value, record_of, untag, Desc, Node, Record, DESC, LOCK, NODE};
-use super::reclaim::{forget, Counter, Pins};
+use super::reclaim::{forget, reserve_pins, Counter, Pins};
 use crate::contract::MapError;
-use crate::fault::AllocBudget;
+use crate::fault::{try_reserve, AllocBudget};
 use crate::sync::{AtomicUsize, Ordering};
 use std::marker::PhantomData;
 
@@ -245,6 +245,8 @@ impl<V> RawRadix<V> {
     /// expands those).
     ///
     /// Every node it locks a slot of is pinned into `pins` (Refcache traversal references).
+    /// Before each slot it makes room in `held` and `pins` (`fault::try_reserve`): on error the
+    /// slots locked so far are in `held`, which the caller releases.
     ///
     /// # Safety
     /// See the module doc. The caller holds no slot at or after `lo`.
@@ -255,7 +257,8 @@ impl<V> RawRadix<V> {
         held: &mut Vec<Held>,
         counts: &Counter<'_>,
         pins: &mut Pins,
-    ) {
+        budget: Option<&AllocBudget>,
+    ) -> Result<(), MapError> {
         if self.mutant("mixed_order") && lo % 2 == 1 {
             // Mutation: right to left, one page at a time (each page's value slot).
             let mut pos = hi;
@@ -267,7 +270,7 @@ impl<V> RawRadix<V> {
                 held.push(h);
             }
             held.sort_by_key(|h| h.start);
-            return;
+            return Ok(());
         }
         let mut pos = lo;
         'descend: while pos < hi {
@@ -275,6 +278,9 @@ impl<V> RawRadix<V> {
             let mut level = ROOT_LEVEL;
             let mut i = index(pos, level);
             loop {
+                // Room for the slot and its node's pin before the slot is taken.
+                try_reserve(held, 1, budget)?;
+                reserve_pins(pins, 1, budget)?;
                 // SAFETY: reachable nodes are alive.
                 let slot = unsafe { &(*node).slots[i] };
                 // SAFETY: inside a read section.
@@ -299,7 +305,7 @@ impl<V> RawRadix<V> {
                         });
                         pos = start + span(level);
                         if pos >= hi {
-                            return;
+                            return Ok(());
                         }
                         i += 1;
                         if i == FANOUT {
@@ -309,6 +315,7 @@ impl<V> RawRadix<V> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Locks the value slot covering `page` (the mutation `MixedOrder` only).
@@ -390,10 +397,12 @@ impl<V> RawRadix<V> {
 
     /// Expands held slots so that no held slot has a page of `cuts` strictly inside it, and
     /// releases the parts outside `[lo, hi)` (every held slot must overlap it). `cuts` must
-    /// include `lo` and `hi`. New nodes are pinned into `pins`.
+    /// include `lo` and `hi`. New nodes are pinned into `pins`. `todo` is a scratch buffer
+    /// (the work list; empty on return).
     ///
-    /// On error (an expansion's node allocation failed) every slot still held, expanded or
-    /// not, is in `held`, which the caller releases.
+    /// On error (an allocation failed: a node, its Refcache object, or room in a buffer) the
+    /// slots already refined are in `held`, which the caller releases; the rest are released
+    /// here, unchanged (expansions published before the error stay: they change no page).
     ///
     /// # Safety
     /// See the module doc; `held` are held by the caller, sorted and contiguous.
@@ -401,6 +410,7 @@ impl<V> RawRadix<V> {
     pub(crate) unsafe fn refine(
         &self,
         held: &mut Vec<Held>,
+        todo: &mut Vec<Held>,
         lo: u64,
         hi: u64,
         cuts: &[u64],
@@ -412,23 +422,24 @@ impl<V> RawRadix<V> {
         if !held.iter().any(cut_inside) {
             return Ok(());
         }
-        let mut todo: Vec<Held> = std::mem::take(held);
+        // The held slots become the work list (a stack: reversed), `held` refills in order.
+        todo.clear();
+        std::mem::swap(held, todo);
         todo.reverse();
         while let Some(h) = todo.pop() {
-            if !cut_inside(&h) {
-                held.push(h);
-                continue;
-            }
-            // SAFETY: `h` is held by us (the caller's contract).
-            match unsafe { self.expand(&h, lo, hi, budget, counts, pins) } {
-                Ok(children) => {
-                    todo.extend(children.into_iter().rev());
+            let r = if cut_inside(&h) {
+                // SAFETY: `h` is held by us (the caller's contract).
+                unsafe { self.expand(&h, lo, hi, budget, counts, pins, todo) }
+            } else {
+                try_reserve(held, 1, budget).map(|()| held.push(h))
+            };
+            if let Err(e) = r {
+                // `h` is still held, unchanged (`expand` fails before it publishes).
+                for t in std::iter::once(h).chain(todo.drain(..)) {
+                    // SAFETY: held by us.
+                    unsafe { t.release() };
                 }
-                Err(e) => {
-                    held.push(h);
-                    held.extend(todo.into_iter().rev());
-                    return Err(e);
-                }
+                return Err(e);
             }
         }
         Ok(())
@@ -436,10 +447,15 @@ impl<V> RawRadix<V> {
 
     /// Expands the held folded slot `h` (level >= 1): a node whose slots all hold `h`'s value,
     /// locked where they overlap `[lo, hi)`, published into `h`'s slot (pinned by its
-    /// creator: Refcache counts its used slots). Returns the held children, in order.
+    /// creator: Refcache counts its used slots). Pushes the held children onto `out` in
+    /// reverse order (a work stack: the first child on top).
+    ///
+    /// Every fallible step (room in `out` and the pins, the node, its Refcache object) comes
+    /// before the publishing store: on error nothing changed and `h` is still held.
     ///
     /// # Safety
     /// See the module doc; `h` is held by the caller.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn expand(
         &self,
         h: &Held,
@@ -448,7 +464,8 @@ impl<V> RawRadix<V> {
         budget: Option<&AllocBudget>,
         counts: &Counter<'_>,
         pins: &mut Pins,
-    ) -> Result<Vec<Held>, MapError> {
+        out: &mut Vec<Held>,
+    ) -> Result<(), MapError> {
         debug_assert!(h.level >= 1 && is_value(h.word) && h.word & LOCK == 0);
         let level = h.level - 1;
         let sp = span(level);
@@ -464,51 +481,59 @@ impl<V> RawRadix<V> {
                 h.word
             }
         };
+        try_reserve(out, (0..FANOUT).filter(|&i| covered(i)).count(), budget)?;
+        reserve_pins(pins, 1, budget)?;
         // SAFETY: `h.node` is alive (it holds a slot we hold).
         let index_in_parent = ((h.start - unsafe { (*h.node).start }) / span(h.level)) as usize;
         let newly_used = untag(h.word) == 0;
         let used = if newly_used { 0 } else { FANOUT };
-        let node = if self.mutant("publish_early") {
+        let early = self.mutant("publish_early");
+        let n = Node::try_alloc(
+            h.node,
+            index_in_parent,
+            level,
+            h.start,
+            |i| if early { 0 } else { word(i) },
+            budget,
+        )?;
+        // The node's uses (its slots all hold the folded value) and its creator's pin.
+        // SAFETY: fresh, unpublished; room in `pins` reserved.
+        if let Err(e) = unsafe { counts.born(n, used, pins, budget) } {
+            // SAFETY: fresh, never published, no Refcache identity: ours to free.
+            unsafe { Node::dealloc(n) };
+            return Err(e);
+        }
+        if newly_used {
+            // A free slot becomes a child pointer: one more use of the parent (pinned, or
+            // the root).
+            // SAFETY: alive (we hold one of its slots).
+            unsafe { counts.adjust(h.node, 1, pins) };
+        }
+        if early {
             // Mutation: the child pointer is published before the node's slots are filled.
-            let n = Node::try_alloc(h.node, index_in_parent, level, h.start, |_| 0, budget)?;
-            // SAFETY: fresh, unpublished.
-            unsafe { counts.born(n, used, pins) };
             // SAFETY: as below.
             unsafe { (*h.slot).store(n as usize | NODE, Ordering::Release) };
             for i in 0..FANOUT {
                 // SAFETY: the node is ours to fill.
                 unsafe { (*n).slots[i].store(word(i), Ordering::Relaxed) };
             }
-            n
         } else {
-            let n = Node::try_alloc(h.node, index_in_parent, level, h.start, word, budget)?;
-            // The node's uses (its slots all hold the folded value) and its creator's pin.
-            // SAFETY: fresh, unpublished.
-            unsafe { counts.born(n, used, pins) };
-            if newly_used {
-                // A free slot becomes a child pointer: one more use of the parent (pinned, or
-                // the root).
-                // SAFETY: alive (we hold one of its slots).
-                unsafe { counts.adjust(h.node, 1, pins) };
-            }
             // Release: the node's slots (all written by `try_alloc`) are visible to whoever
             // loads the pointer with Acquire: a lookup never sees a half-built node.
             // SAFETY: `h.slot` is held by us; this store also clears its lock bit.
             unsafe { (*h.slot).store(n as usize | NODE, Ordering::Release) };
-            n
-        };
-        let children = (0..FANOUT)
-            .filter(|&i| covered(i))
-            .map(|i| Held {
+        }
+        for i in (0..FANOUT).rev().filter(|&i| covered(i)) {
+            out.push(Held {
                 // SAFETY: the node was just allocated and is alive.
-                slot: unsafe { &(*node).slots[i] },
-                node,
+                slot: unsafe { &(*n).slots[i] },
+                node: n,
                 level,
                 start: h.start + i as u64 * sp,
                 word: h.word,
-            })
-            .collect();
-        Ok(children)
+            });
+        }
+        Ok(())
     }
 
     /// Publishes the held range's new contents: `new(h)` is the new value word of each held

@@ -22,13 +22,14 @@ use super::reclaim::{Counter, Garbage, Pins};
 use super::retire::RetireList;
 use super::tree::{Held, RawRadix};
 use crate::contract::{MapError, PAGE_SIZE};
-use crate::fault::AllocBudget;
+use crate::fault::{try_reserve, AllocBudget};
 use aspace_rcu::Domain;
 
 /// Buffers an operation takes from its reader slot and gives back cleared, so that a steady
 /// stream of operations allocates nothing but its records and descriptor.
 pub(crate) struct Scratch<V> {
     held: Vec<Held>,
+    todo: Vec<Held>,
     pins: Pins,
     records: Vec<*mut Record<V>>,
     old: Vec<*const Record<V>>,
@@ -40,6 +41,7 @@ impl<V> Default for Scratch<V> {
     fn default() -> Self {
         Self {
             held: Vec::new(),
+            todo: Vec::new(),
             pins: Pins::default(),
             records: Vec::new(),
             old: Vec::new(),
@@ -68,6 +70,8 @@ pub(crate) struct Op<'t, V: Send + 'static> {
     pub(crate) held: Vec<Held>,
     /// Traversal references on the nodes of the held slots (and the paths to them).
     pub(crate) pins: Pins,
+    /// `refine`'s work list.
+    todo: Vec<Held>,
     /// Records made, in address order; not published until `published` (freed through the
     /// retire list if the operation stops before).
     records: Vec<*mut Record<V>>,
@@ -108,6 +112,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
             counts,
             retire,
             held: std::mem::take(&mut scratch.held),
+            todo: std::mem::take(&mut scratch.todo),
             pins: std::mem::take(&mut scratch.pins),
             records: std::mem::take(&mut scratch.records),
             published: false,
@@ -151,13 +156,20 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         loop {
             // SAFETY: forwarded; nothing held.
             unsafe {
-                self.raw
-                    .lock_range(wl, wh, &mut self.held, &self.counts, &mut self.pins)
-            };
+                self.raw.lock_range(
+                    wl,
+                    wh,
+                    &mut self.held,
+                    &self.counts,
+                    &mut self.pins,
+                    self.budget,
+                )
+            }?;
             // SAFETY: the slots are ours.
             unsafe {
                 self.raw.refine(
                     &mut self.held,
+                    &mut self.todo,
                     wl,
                     wh,
                     &[wl, wh],
@@ -205,6 +217,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         for h in &self.held {
             let r = untag(h.word) as *const Record<V>;
             if !r.is_null() && self.old.last() != Some(&r) {
+                try_reserve(&mut self.old, 1, self.budget)?;
                 self.old.push(r);
             }
         }
@@ -226,8 +239,11 @@ impl<'t, V: Send + 'static> Op<'t, V> {
             None
         };
         self.cuts.clear();
+        try_reserve(&mut self.cuts, 2, self.budget)?;
         self.cuts.extend([wl, wh]);
         for (s, e, v) in left.into_iter().chain(new).chain(right) {
+            try_reserve(&mut self.cuts, 2, self.budget)?;
+            try_reserve(&mut self.records, 1, self.budget)?;
             self.cuts.extend([s, e]);
             let r = Record::try_alloc(s * PAGE_SIZE, e * PAGE_SIZE, v, self.budget)?;
             self.records.push(r);
@@ -236,6 +252,7 @@ impl<'t, V: Send + 'static> Op<'t, V> {
         unsafe {
             self.raw.refine(
                 &mut self.held,
+                &mut self.todo,
                 wl,
                 wh,
                 &self.cuts,
@@ -302,13 +319,20 @@ impl<'t, V: Send + 'static> Op<'t, V> {
     pub(crate) unsafe fn lock_exact(&mut self, lo: u64, hi: u64) -> Result<(), MapError> {
         // SAFETY: forwarded.
         unsafe {
-            self.raw
-                .lock_range(lo, hi, &mut self.held, &self.counts, &mut self.pins)
-        };
+            self.raw.lock_range(
+                lo,
+                hi,
+                &mut self.held,
+                &self.counts,
+                &mut self.pins,
+                self.budget,
+            )
+        }?;
         // SAFETY: the slots are ours.
         unsafe {
             self.raw.refine(
                 &mut self.held,
+                &mut self.todo,
                 lo,
                 hi,
                 &[lo, hi],
@@ -344,6 +368,7 @@ impl<V: Send + 'static> Drop for Op<'_, V> {
         // The buffers go back, empty, with their capacity.
         let s = &mut *self.scratch;
         s.held = std::mem::take(&mut self.held);
+        s.todo = std::mem::take(&mut self.todo);
         s.pins = std::mem::take(&mut self.pins);
         s.records = std::mem::take(&mut self.records);
         s.old = std::mem::take(&mut self.old);
