@@ -12,6 +12,8 @@
 //!
 //! The files: `organisation.rs` (the choice and the interface: `SpaceTables`), `per_core.rs`
 //! (one tree per core: which trees an edit visits, discard, reclamation under editors),
+//! `per_core/owner.rs` (the per-core organisation's owner tree: the frames, the records of the
+//! cores that copied, and the protocol between lock-free copies and editors),
 //! `entry.rs` (the address split and what an entry holds: [`Pte`]), `pool.rs` (table memory:
 //! type-stable tables, the shared lists, per-core slots), `cache.rs` (each core's table cache:
 //! install from it, retire into it, reuse after a grace period), `users.rs` (each leaf's record
@@ -100,7 +102,9 @@
 //! the gaps). The one exception is `fill_checked` (every lock-free fault's, through
 //! `designs/syscalls.rs`'s `fault_rcu`; `interval`'s first stage): it installs no table and
 //! fills a leaf only while its caller's check (the region not replaced) holds under the leaf
-//! lock; `free_tables` unlinks each leaf by waiting out a holder of its lock, so such a fill
+//! lock (under the per-core organisation it installs tables in its core's own tree, for the
+//! copy, still under the owner leaf's lock: `per_core/owner.rs` argues why no free races
+//! them); `free_tables` unlinks each leaf by waiting out a holder of its lock, so such a fill
 //! finds its leaf gone or its region replaced. `free_tables` must follow `clear_range` of the
 //! same range (every PTE inside `empty` is already zero; debug builds assert it) and always be
 //! given the same RCU domain, the one whose read guard the walkers hold. `discard` is only for a

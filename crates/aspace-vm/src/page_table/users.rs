@@ -77,7 +77,11 @@
 //!   a missing one (and the steady-state argument above still holds: only that core's slot sets
 //!   it).
 //! - Only the access path records (the walk whose result goes into a TLB). `fill` does not: a
-//!   filled entry is cached only by a later walk, which records.
+//!   filled entry is cached only by a later walk, which records. The exception is the owner
+//!   tree of the per-core organisation (`per_core/owner.rs`), which no walker reads: there a
+//!   fill records the core that copies the entry (`record_locked`, under the leaf lock), and
+//!   `free_tables` keeps the records of the leaves it frees in the intermediate table above
+//!   that stays (`absorb`; intermediate tables' records are otherwise unused).
 //!
 //! Not for: intermediate tables (the field exists in every table, only leaves use it), deciding
 //! the policy (`shootdown.rs`, `Shared`), or the shootdown itself.
