@@ -33,6 +33,11 @@
 //! 3. hands the node's memory to the map's RCU domain, so that lookups and lockers still inside
 //!    it finish first.
 //!
+//! A node *folded* into its parent's slot (`tree.rs`, "Folding") is unlinked by its folder,
+//! which gives back its used-slot counts and marks its object folded (`mark_folded`); its free
+//! then only hands the memory to the domain (or frees it, when the map is dropping: the tree
+//! no longer reaches it), without touching the parent, which may be gone by then.
+//!
 //! A range operation that meets a child whose `tryget` fails (freed, step 1 not done yet) waits
 //! for the slot to change and then finds it free; one whose `tryget` revives a dying node (count
 //! zero, not freed yet) keeps using it: Refcache's review then finds the dying bit cleared and
