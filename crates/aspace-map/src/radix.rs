@@ -34,8 +34,12 @@
 //! See `radix/tree.rs` (the protocol, with the paper's words) and its loom models
 //! (`radix/loom_tests.rs`): range lock vs range lock on overlapping ranges (mutual exclusion,
 //! and no deadlock from locking left to right), expansion vs a concurrent lookup (a lookup never
-//! sees a half-built node; the lock bits are propagated into it). Each model fails under the
-//! mutation of the step it guards.
+//! sees a half-built node; the lock bits are propagated into it), a fold vs a lookup and vs a
+//! locker waiting inside the folded node. Each model fails under the mutation of the step it
+//! guards. Folding back (§3.2): an operation that gives every slot of a node one record folds
+//! the node into its parent's slot at publication (its slots keep the record, locked for
+//! ever, for the lookups and lockers still inside it; Refcache frees it). One level per
+//! operation, and only a node the operation holds whole.
 //!
 //! # Node reclamation (§3.2)
 //! Through Refcache (`aspace_sync::Refcache`), in `radix/reclaim.rs`, the one place that

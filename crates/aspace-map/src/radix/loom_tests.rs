@@ -29,6 +29,16 @@
 //!   Caught mutation: `NoDescriptor` (every slot published by its own store): the reader sees
 //!   the map half applied.
 //!
+//! - `fold_vs_lookup`: `map([0, 4), 200)` over a whole leaf folds it into its parent's slot
+//!   while a reader queries pages 0 and 3: both are always mapped, never new then old. Caught
+//!   mutation: `FoldClears` (the folded leaf's slots are left empty: a lookup that entered the
+//!   leaf before the parent's store reads a mapped page as free).
+//! - `fold_vs_locker`: a locker of page 2 waits on the leaf while it is folded; the folder
+//!   then locks `[0, 4)` again (the parent's slot). The critical sections never overlap: the
+//!   waiter sees the leaf's `folded` flag and goes back to the root. Caught mutation:
+//!   `FoldUnlocks` (the folded leaf's slots are released unlocked: the waiter takes a slot of
+//!   the unlinked leaf while the folder holds the parent's slot, a data race on the cell).
+//!
 //! What is not modelled: Refcache (`aspace-sync` has its own models; under loom the tree counts
 //! nothing, `reclaim.rs`) and RCU grace periods (nothing is freed before the threads join).
 //!
@@ -277,4 +287,99 @@ fn publication_is_atomic_for_two_point_queries() {
 #[test]
 fn publication_fails_under_no_descriptor() {
     model_fails(|| two_point_queries(Mutant::NoDescriptor));
+}
+
+/// A leaf under pages `[0, 4)` (one whole node: page 0 and pages `[1, 4)` mapped), which
+/// `map([0, 4), 200)` folds into its parent's slot.
+fn one_leaf(t: &RawRadix<u64>) {
+    map(t, 0, 1, 100);
+    map(t, 1, 4, 101);
+}
+
+/// The nodes linked: the root, the level-1 node and, unless folded, the leaf.
+fn nodes(t: &RawRadix<u64>) -> usize {
+    // SAFETY: quiescent.
+    unsafe { t.nodes() }
+}
+
+/// A lookup races the fold of a leaf: it always finds a record (old or new) and never the new
+/// one and then an old one.
+fn fold_vs_lookup_with(mutant: Mutant) {
+    let t = Arc::new(tree(mutant));
+    one_leaf(&t);
+    assert_eq!(nodes(&t), 3);
+    let t2 = t.clone();
+    let reader = thread::spawn(move || {
+        let first = find(&t2, 0);
+        let second = find(&t2, 3);
+        assert!(
+            first.is_some() && second.is_some(),
+            "a mapped page read as free"
+        );
+        assert!(
+            !(first == Some(200) && second == Some(101)),
+            "the new record at page 0, then the old one at page 3"
+        );
+    });
+    map(&t, 0, 4, 200);
+    reader.join().unwrap();
+    assert_eq!(nodes(&t), 2, "the leaf is folded");
+    for p in 0..4 {
+        assert_eq!(find(&t, p), Some(200));
+    }
+    no_lock_left(&t);
+}
+
+/// Lookup vs fold. Caught mutation: `FoldClears` (the folded node's slots are left empty):
+/// loom fails with `a mapped page read as free` (a lookup that read the parent's child pointer
+/// before the fold reads the leaf after it).
+#[test]
+fn fold_vs_lookup() {
+    model(|| fold_vs_lookup_with(Mutant::None));
+}
+
+#[test]
+fn fold_vs_lookup_fails_under_fold_clears() {
+    model_fails(|| fold_vs_lookup_with(Mutant::FoldClears));
+}
+
+/// A locker waits on a leaf slot while the leaf's holder folds it; the folder then locks the
+/// folded range again. The two critical sections (a loom-tracked cell) never overlap.
+fn fold_vs_locker_with(mutant: Mutant) {
+    let t = Arc::new(tree(mutant));
+    one_leaf(&t);
+    #[allow(clippy::arc_with_non_send_sync)] // loom's cell: shared on purpose, checked by loom
+    let cell = Arc::new(UnsafeCell::new(0u64));
+    let (t2, cell2) = (t.clone(), cell.clone());
+    let locker = thread::spawn(move || {
+        let held = lock(&t2, 2, 3);
+        cell2.with_mut(|c| {
+            // SAFETY: only touched under locks covering page 2.
+            unsafe { *c = 1 };
+        });
+        release(held);
+    });
+    map(&t, 0, 4, 200);
+    let held = lock(&t, 0, 4);
+    cell.with_mut(|c| {
+        // SAFETY: as above.
+        unsafe { *c = 2 };
+    });
+    release(held);
+    locker.join().unwrap();
+    no_lock_left(&t);
+}
+
+/// Locker vs fold. Caught mutation: `FoldUnlocks` (the folded node's slots are released with
+/// the record, unlocked): the waiter takes a slot of the unlinked leaf while the folder holds
+/// the parent's slot, and loom fails with `Causality violation: Concurrent write accesses to
+/// `UnsafeCell`.`
+#[test]
+fn fold_vs_locker() {
+    model(|| fold_vs_locker_with(Mutant::None));
+}
+
+#[test]
+fn fold_vs_locker_fails_under_fold_unlocks() {
+    model_fails(|| fold_vs_locker_with(Mutant::FoldUnlocks));
 }

@@ -67,8 +67,9 @@ pub(crate) fn is_value(w: usize) -> bool {
 /// One radix node: `FANOUT` slots and its place in the tree.
 ///
 /// The place (`parent`, `index`, `level`, `start`) is fixed at creation: a node is only ever
-/// linked from that one slot, and its parent outlives it (a node with a child is not empty, so
-/// it is not removed).
+/// linked from that one slot, and its parent outlives it while it is linked (a node with a
+/// child is not empty, so it is not removed). A folded node is unlinked at once and never
+/// reaches its parent again.
 #[repr(C)]
 pub(crate) struct Node {
     pub(crate) slots: [AtomicUsize; FANOUT],
@@ -82,6 +83,9 @@ pub(crate) struct Node {
     pub(crate) level: usize,
     /// First page this node covers.
     pub(crate) start: u64,
+    /// Set (1) when the node was folded into its parent's slot (`tree.rs`, "Folding"): its
+    /// slots then stay locked for ever, and lockers waiting on them go back to the root.
+    pub(crate) folded: AtomicUsize,
 }
 
 impl Node {
@@ -129,6 +133,7 @@ impl Node {
             ptr::addr_of_mut!((*p).index).write(index);
             ptr::addr_of_mut!((*p).level).write(level);
             ptr::addr_of_mut!((*p).start).write(start);
+            ptr::addr_of_mut!((*p).folded).write(AtomicUsize::new(0));
         }
         Ok(p)
     }

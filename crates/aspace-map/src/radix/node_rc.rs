@@ -15,21 +15,27 @@ pub(crate) use stand_in::*;
 #[cfg(not(loom))]
 mod refcache {
     use aspace_sync::Weak;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
     /// What a node's object does when Refcache frees it (`reclaim.rs` implements it).
     pub(crate) trait Remove<N>: Send + Sync {
-        /// Removes `node`, whose count stayed zero for a whole Refcache epoch.
+        /// Removes `node`, whose count stayed zero for a whole Refcache epoch; `folded`: the
+        /// node was unlinked already (folded into its parent's slot).
         ///
         /// # Safety
         /// Called once per node, by its object's `Drop`.
-        unsafe fn remove(&self, node: *mut N);
+        unsafe fn remove(&self, node: *mut N, folded: bool);
     }
 
     /// A node's Refcache object: its `Drop` (Refcache's free callback) removes the node.
     pub(crate) struct NodeObj<N> {
         pub(crate) node: *mut N,
         pub(crate) owner: Arc<dyn Remove<N>>,
+        /// Set by the node's folder (which pins the object then). Kept here, not only in the
+        /// node, so that the free can tell without reading the node: at the map's drop the
+        /// tree has freed every linked node before Refcache's teardown frees the objects.
+        pub(crate) folded: AtomicBool,
     }
 
     // SAFETY: the pointer is only used by `Drop`, which owns the node then (it is empty and
@@ -44,8 +50,11 @@ mod refcache {
                 // Disarmed: the object was never made (its allocation failed, `disarm`).
                 return;
             }
+            // Acquire: pairs with the folder's Release store (`reclaim::mark_folded`); Refcache's
+            // free also follows the folder's pin release, which follows that store.
+            let folded = self.folded.load(Ordering::Acquire);
             // SAFETY: Refcache drops an object once.
-            unsafe { self.owner.remove(self.node) };
+            unsafe { self.owner.remove(self.node, folded) };
         }
     }
 

@@ -33,6 +33,11 @@
 //! 3. hands the node's memory to the map's RCU domain, so that lookups and lockers still inside
 //!    it finish first.
 //!
+//! A node *folded* into its parent's slot (`tree.rs`, "Folding") is unlinked by its folder,
+//! which gives back its used-slot counts and marks its object folded (`mark_folded`); its free
+//! then only hands the memory to the domain (or frees it, when the map is dropping: the tree
+//! no longer reaches it), without touching the parent, which may be gone by then.
+//!
 //! A range operation that meets a child whose `tryget` fails (freed, step 1 not done yet) waits
 //! for the slot to change and then finds it free; one whose `tryget` revives a dying node (count
 //! zero, not freed yet) keeps using it: Refcache's review then finds the dying bit cleared and
@@ -149,7 +154,20 @@ mod refcache {
     impl Remove<Node> for Shared {
         /// Removes a node whose object Refcache freed (see the module doc, "Weak references
         /// and death").
-        unsafe fn remove(&self, node: *mut Node) {
+        unsafe fn remove(&self, node: *mut Node, folded: bool) {
+            if folded {
+                // Folded: already unlinked; its parent's slot holds a record now and the
+                // parent may be gone. Only the memory is left, for after a grace period (or
+                // now, when the map is dropping: no reader is left, and the tree does not
+                // reach an unlinked node).
+                if self.dropping.load(Ordering::Acquire) {
+                    // SAFETY: unreachable, freed once (this object's one drop).
+                    unsafe { Node::dealloc(node) };
+                } else {
+                    self.domain.defer_drop(NodeBox(node));
+                }
+                return;
+            }
             // Acquire: pairs with the map's drop; relaxed would do (no concurrent operation
             // can run while the map drops).
             if self.dropping.load(Ordering::Acquire) {
@@ -240,6 +258,7 @@ mod refcache {
             let obj = NodeObj {
                 node,
                 owner: Arc::clone(self.shared) as Arc<dyn Remove<Node>>,
+                folded: AtomicBool::new(false),
             };
             let (r, weak) = self.core.try_alloc_with_weak(obj).map_err(|obj| {
                 // Handed back: not an object, its drop must not remove the node.
@@ -292,6 +311,18 @@ mod refcache {
             for (_, r) in pins.drain(..) {
                 self.core.put(r).expect(OWN);
             }
+        }
+    }
+
+    /// Marks `node`'s object folded (`tree.rs`, "Folding"): its free will not touch the tree.
+    ///
+    /// # Safety
+    /// `node` is pinned by the caller (its object is alive) and not the root.
+    pub(crate) unsafe fn mark_folded(node: &Node) {
+        // SAFETY: the caller's contract.
+        if let Some(obj) = unsafe { node.rc.obj.as_ref() } {
+            // Release: pairs with `NodeObj::drop`'s Acquire.
+            obj.folded.store(true, Ordering::Release);
         }
     }
 
@@ -445,6 +476,8 @@ mod stand_in {
     pub(crate) unsafe fn forget(_node: &Node, _used: usize) {}
 
     pub(crate) fn unpin_without_core(_pins: Pins) {}
+
+    pub(crate) unsafe fn mark_folded(_node: &Node) {}
 
     pub(crate) fn reserve_pins(
         _pins: &mut Pins,

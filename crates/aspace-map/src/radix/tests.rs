@@ -119,3 +119,76 @@ fn a_free_by_another_thread_moves_the_allocating_threads_hint_back() {
     assert_eq!(m.alloc(arena, P, 102).unwrap().start, (1 << 30) + 17 * P);
     m.check_invariants();
 }
+
+/// Review finding F1 (`REVIEW-radix.md`): a node all of whose slots one operation gives one
+/// record is folded into its parent's slot. Before: `same contents, but the history's leaf
+/// nodes stay linked` (69 nodes, 5 for the same contents mapped directly).
+#[test]
+fn uniform_nodes_are_folded_back() {
+    let m = RadixMap::new(Domain::new());
+    let fresh = RadixMap::new(Domain::new());
+    // One page per leaf across 64 leaves (2 MiB apart): 64 leaf nodes.
+    for i in 0..64u64 {
+        m.map(i * 512 * P..(i * 512 + 1) * P, Some(1u64)).unwrap();
+    }
+    assert_eq!(m.node_count(), 5 + 64);
+    // One interval over the whole 128 MiB (64 level-1 slots, each a 2 MiB leaf's span).
+    m.map(0..64 * 512 * P, Some(2u64)).unwrap();
+    fresh.map(0..64 * 512 * P, Some(2u64)).unwrap();
+    // Folded at the publication, before any Refcache epoch.
+    assert_eq!(m.node_count(), fresh.node_count());
+    m.check_invariants();
+    m.collect();
+    fresh.collect();
+    m.check_invariants();
+    assert_eq!(intervals(&m), intervals(&fresh));
+    assert_eq!(m.node_count(), fresh.node_count());
+    assert_eq!(
+        m.node_stats().live_objects,
+        fresh.node_stats().live_objects,
+        "folded leaves freed"
+    );
+    // The folded slots work on: split one again, then unmap everything.
+    m.map(5 * 512 * P + 3 * P..5 * 512 * P + 4 * P, None)
+        .unwrap();
+    m.check_invariants();
+    assert_eq!(intervals(&m).len(), 2);
+    m.map(0..KEY_SPACE_END, None).unwrap();
+    m.collect();
+    assert_eq!(m.node_count(), 1);
+    m.check_invariants();
+}
+
+/// A lock held over a whole node and swapped with one interval folds it too; lockers waiting
+/// on the folded node's slots go back to the root and find the parent's slot.
+#[test]
+fn lockers_waiting_on_a_folded_node_find_the_parent_slot() {
+    let m = RadixMap::with_eager_reclaim(Domain::new());
+    m.map(3 * P..4 * P, Some(1u64)).unwrap();
+    m.map(100 * P..101 * P, Some(1)).unwrap();
+    let before = m.node_count();
+    std::thread::scope(|s| {
+        let l = m.lock(0..512 * P).unwrap();
+        let waiter = s.spawn(|| {
+            for i in 0..200u64 {
+                m.map((i % 512) * P..(i % 512 + 1) * P, Some(10 + i))
+                    .unwrap();
+            }
+        });
+        m.swap(l, vec![(Interval::new(0, 512 * P).unwrap(), 2)])
+            .unwrap();
+        waiter.join().unwrap();
+    });
+    m.check_invariants();
+    assert!(m.node_count() <= before + 1);
+    let r = m.domain().register();
+    let g = r.read();
+    for i in 0..200u64 {
+        let (iv, v) = m.query((i % 512) * P, &g).unwrap();
+        // The waiter's maps all come after the swap (it waited for the lock).
+        assert_eq!(
+            (iv.start, iv.end, *v),
+            ((i % 512) * P, (i % 512 + 1) * P, 10 + i)
+        );
+    }
+}

@@ -34,8 +34,25 @@
 //! was never allocated, writes the value into that one interior slot (§3.4: "if the mapping
 //! covers an entire radix tree node, and the child nodes have not been allocated yet, the radix
 //! tree collapses the mapping metadata into a single slot in the interior of the tree").
-//! Expanded nodes are not collapsed back when they become uniform (nor were they in RadixVM);
-//! they are removed when they become empty (`reclaim.rs`).
+//! Expanded nodes are also folded back (§3.2: "any node that would consist entirely of
+//! identical values is folded into a single value stored in the parent node"), at publication:
+//! an operation that holds every slot of a node and gives them all one record stores the
+//! record into the parent's slot instead, once its commit is done ([`RawRadix::fold`]):
+//! 1. the node's used-slot counts go back to Refcache (the parent's count for the slot stays:
+//!    its child pointer becomes a record), and the node's `folded` flag is set (Release);
+//! 2. every slot of the node gets the record *with the lock bit*, for ever: a lookup that
+//!    entered the node before step 3 still resolves its page to the record (loom model
+//!    `fold_vs_lookup`), and a locker that waits on one of those slots sees the flag (Acquire)
+//!    and goes back to the root, where it finds the parent's slot (`fold_vs_locker`);
+//! 3. the parent's slot (a child pointer, which only the node's folder or its Refcache free
+//!    writes: the folder holds every slot of the node, the free cannot run while the folder
+//!    pins it) gets the record, unlocked.
+//!
+//! The node is then unreachable; Refcache frees it once the folder's pin and any waiter's are
+//! gone, and its memory goes to the RCU domain (`reclaim.rs`: a folded node's free leaves the
+//! parent alone). One level per operation: a parent that becomes uniform by a fold is folded by
+//! a later operation that holds all of its slots. Nodes that become empty are removed by
+//! Refcache (`reclaim.rs`), not folded.
 //!
 //! # Publication
 //! [`RawRadix::publish`]: see `node.rs` (descriptors). A single changed slot is published by its
@@ -43,7 +60,7 @@
 
 use super::geom::{index, slot_start, span, FANOUT, ROOT_LEVEL};
 use super::node::{is_value, record_of, untag, Desc, Node, Record, DESC, LOCK, NODE};
-use super::reclaim::{forget, reserve_pins, Counter, Pins};
+use super::reclaim::{forget, mark_folded, reserve_pins, Counter, Pins};
 use crate::contract::MapError;
 use crate::fault::{try_reserve, AllocBudget};
 use crate::sync::{AtomicUsize, Ordering};
@@ -70,6 +87,12 @@ pub(crate) enum Mutant {
     /// A publication of several slots stores each slot's new record on its own (no
     /// descriptor, no single commit).
     NoDescriptor,
+    /// A fold leaves the folded node's slots empty (instead of the record, locked), as if the
+    /// node were discarded at once.
+    FoldClears,
+    /// A fold releases the folded node's slots (the record, unlocked), so lockers that waited
+    /// on them take them.
+    FoldUnlocks,
 }
 
 /// Yields while waiting for a lock holder (loom needs to see the yield to explore progress).
@@ -117,8 +140,8 @@ enum Took {
     Locked(usize),
     /// The slot points to this child node.
     Child(*const Node),
-    /// The slot's node was freed by Refcache (its parent's slot is being cleared): start again
-    /// from the root.
+    /// The slot's node was freed by Refcache (its parent's slot is being cleared), or folded
+    /// into its parent's slot: start again from the root.
     Dead,
 }
 
@@ -127,6 +150,9 @@ pub(crate) struct RawRadix<V> {
     pub(crate) root: *mut Node,
     #[cfg(loom)]
     pub(crate) mutant: Mutant,
+    /// Folded nodes, freed with the tree (loom only: no Refcache to free them).
+    #[cfg(loom)]
+    orphans: std::sync::Mutex<Vec<usize>>,
     _values: PhantomData<V>,
 }
 
@@ -142,6 +168,8 @@ impl<V> RawRadix<V> {
             root: Node::alloc(std::ptr::null(), 0, ROOT_LEVEL, 0, |_| 0),
             #[cfg(loom)]
             mutant: Mutant::None,
+            #[cfg(loom)]
+            orphans: std::sync::Mutex::new(Vec::new()),
             _values: PhantomData,
         }
     }
@@ -157,6 +185,8 @@ impl<V> RawRadix<V> {
                 Mutant::IgnoreLock => "ignore_lock",
                 Mutant::MixedOrder => "mixed_order",
                 Mutant::NoDescriptor => "no_descriptor",
+                Mutant::FoldClears => "fold_clears",
+                Mutant::FoldUnlocks => "fold_unlocks",
             };
             name == _m
         }
@@ -372,6 +402,13 @@ impl<V> RawRadix<V> {
                 return Took::Child(untag(w) as *const Node);
             }
             if w & LOCK != 0 && !self.mutant("ignore_lock") {
+                // A folded node's slots stay locked for ever: its pages are its parent slot's
+                // now. Acquire: pairs with the folder's Release store of the flag (the lock
+                // word we read was stored after it).
+                // SAFETY: `node` was reached inside the caller's read section: alive.
+                if unsafe { (*node).folded.load(Ordering::Acquire) } != 0 {
+                    return Took::Dead;
+                }
                 spin_wait();
                 continue;
             }
@@ -590,19 +627,83 @@ impl<V> RawRadix<V> {
             unsafe { (*d).committed.store(1, Ordering::Release) };
             desc = Some(d);
         }
-        for h in held {
-            let nw = new_word(h);
-            let delta = (nw != 0) as isize - (untag(h.word) != 0) as isize;
-            // The node's uses (Refcache; it is pinned by us, or the root).
-            // SAFETY: the slot's node is alive (we hold one of its slots); an emptied slot
-            // held one count.
-            unsafe { counts.adjust(h.node, delta, pins) };
-            // Release: the new record is initialised before it is reachable; and the holder's
-            // critical section happens before the next holder's.
-            // SAFETY: held by us; this store releases it.
-            unsafe { (*h.slot).store(nw, Ordering::Release) };
+        // Each node's held slots are one contiguous run of `held` (address order).
+        let mut i = 0;
+        while i < held.len() {
+            let node = held[i].node;
+            let run = held[i..].iter().take_while(|h| h.node == node).count();
+            let group = &held[i..i + run];
+            i += run;
+            // SAFETY: the node is alive (we hold its slots).
+            if let Some(w) = unsafe { fold_word(group, new_word) } {
+                // SAFETY: every slot of `node` is held by us and gets `w` (`fold_word`).
+                unsafe { self.fold(node, group, w, counts, pins) };
+                continue;
+            }
+            for h in group {
+                let nw = new_word(h);
+                let delta = (nw != 0) as isize - (untag(h.word) != 0) as isize;
+                // The node's uses (Refcache; it is pinned by us, or the root).
+                // SAFETY: the slot's node is alive (we hold one of its slots); an emptied slot
+                // held one count.
+                unsafe { counts.adjust(h.node, delta, pins) };
+                // Release: the new record is initialised before it is reachable; and the
+                // holder's critical section happens before the next holder's.
+                // SAFETY: held by us; this store releases it.
+                unsafe { (*h.slot).store(nw, Ordering::Release) };
+            }
         }
         Ok(desc)
+    }
+
+    /// Folds `node` (not the root; every slot held by us, in `group`, getting the record word
+    /// `w`) into its parent's slot, after the commit: see the module doc, "Folding".
+    ///
+    /// # Safety
+    /// See the module doc; the caller holds every slot of `node` and has committed `w` (the
+    /// descriptor's commit, or nothing else can observe the change before this call).
+    unsafe fn fold(
+        &self,
+        node: *const Node,
+        group: &[Held],
+        w: usize,
+        counts: &Counter<'_>,
+        pins: &Pins,
+    ) {
+        // SAFETY: alive (we hold its slots); its place is immutable.
+        let n = unsafe { &*node };
+        // The node's used-slot counts go back: it leaves the tree (our pin keeps it until the
+        // operation ends; Refcache then frees it, `reclaim.rs`). The parent's count for the
+        // slot is kept: a child pointer there becomes a record.
+        let used = group.iter().filter(|h| untag(h.word) != 0).count() as isize;
+        // SAFETY: pinned by us; each used slot held one count.
+        unsafe { counts.adjust(node, -used, pins) };
+        // Release: a locker that reads one of the words stored below (Acquire) sees the flag.
+        n.folded.store(1, Ordering::Release);
+        // SAFETY: pinned by us; not the root (`fold_word`).
+        unsafe { mark_folded(n) };
+        let stay = if self.mutant("fold_clears") {
+            LOCK
+        } else if self.mutant("fold_unlocks") {
+            w
+        } else {
+            // The record, locked for ever: a lookup still inside the node resolves it; a locker
+            // waiting on it sees the flag and goes back to the root.
+            w | LOCK
+        };
+        for h in group {
+            // Release: as for any publication (the record is initialised).
+            // SAFETY: held by us; the node stays allocated until a grace period after
+            // Refcache frees it.
+            unsafe { (*h.slot).store(stay, Ordering::Release) };
+        }
+        // The parent's slot (a child pointer: written only by the node's folder, which holds
+        // all of its slots, or by its Refcache free, which cannot run while we pin it) gets
+        // the record, unlocked. Release: the record is initialised before it is reachable.
+        // SAFETY: the parent is alive while the node is linked (it is, until this store).
+        unsafe { (*n.parent).slots[n.index].store(w, Ordering::Release) };
+        #[cfg(loom)]
+        self.orphans.lock().unwrap().push(node as usize);
     }
 
     /// Every structural invariant, quiescent only: no tag left but node pointers, back
@@ -693,6 +794,22 @@ impl<V> RawRadix<V> {
     }
 }
 
+/// The record word every slot of `group`'s node gets, if `group` is all of a node's slots
+/// (not the root's) and they all get one record: the node can be folded (`RawRadix::fold`).
+///
+/// # Safety
+/// `group` are held slots of one live node, in order.
+unsafe fn fold_word(group: &[Held], new_word: &dyn Fn(&Held) -> usize) -> Option<usize> {
+    let first = group.first()?;
+    // SAFETY: the caller's contract.
+    let parent = unsafe { (*first.node).parent };
+    if group.len() != FANOUT || parent.is_null() {
+        return None;
+    }
+    let w = new_word(first);
+    (w != 0 && group.iter().all(|h| new_word(h) == w)).then_some(w)
+}
+
 impl<V> Drop for RawRadix<V> {
     /// Frees every record and node still linked. The map has marked its Refcache objects as
     /// dropping, so the counts given back here free nothing else (`reclaim::forget`).
@@ -739,6 +856,11 @@ impl<V> Drop for RawRadix<V> {
         for n in nodes {
             // SAFETY: every node is freed once; unreachable now.
             unsafe { Node::dealloc(n) };
+        }
+        #[cfg(loom)]
+        for n in self.orphans.get_mut().unwrap().drain(..) {
+            // SAFETY: folded (unlinked) nodes, each listed once.
+            unsafe { Node::dealloc(n as *mut Node) };
         }
     }
 }
