@@ -271,8 +271,8 @@ fn window_edit(
     between: impl FnOnce(),
 ) {
     use crate::region::store::RegionStore;
-    let count = super::RegionCount::Shared(aspace_sync::AtomicCounter::new(64));
-    let shmem = super::ShmemNumbers::default();
+    let count = crate::region::count::RegionCount::Shared(aspace_sync::AtomicCounter::new(64));
+    let shmem = crate::region::shmem::ShmemNumbers::default();
     let mut w = crate::designs::window::Window::lock(map, range.clone(), &count, &shmem, 0);
     let mut old = Vec::new();
     w.read_window(range, &mut old);
@@ -351,8 +351,8 @@ fn loom_stage1_fill_never_survives_a_munmap_of_a_region_a_commit_copied() {
 /// page-table work, commit).
 pub(crate) struct IntervalLoom {
     map: aspace_map::SkipListMap<StoredRegion>,
-    count: super::RegionCount,
-    shmem: super::ShmemNumbers,
+    count: crate::region::count::RegionCount,
+    shmem: crate::region::shmem::ShmemNumbers,
 }
 
 impl crate::designs::lock_free_loom::LoomStore for IntervalLoom {
@@ -365,8 +365,8 @@ impl crate::designs::lock_free_loom::LoomStore for IntervalLoom {
         }
         IntervalLoom {
             map,
-            count: super::RegionCount::Shared(aspace_sync::AtomicCounter::new(64)),
-            shmem: super::ShmemNumbers::default(),
+            count: crate::region::count::RegionCount::Shared(aspace_sync::AtomicCounter::new(64)),
+            shmem: crate::region::shmem::ShmemNumbers::default(),
         }
     }
 
