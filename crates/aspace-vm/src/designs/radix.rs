@@ -168,3 +168,6 @@ impl RangeMap for RadixMap<StoredRegion> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, not(loom)))]
+mod review_tests;
