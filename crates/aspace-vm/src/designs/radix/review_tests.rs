@@ -426,3 +426,71 @@ fn review_discards_and_copies_against_edits() {
     assert_eq!(st.page_tables, 3, "{st:?}");
     design(&space).check();
 }
+
+/// Q3: a lock-free query must never miss a page that stays mapped while splits and merges of
+/// its region (mprotect, madvise) are republished around it (`MISS_IS_UNMAPPED` is true for
+/// the radix map: a miss answers `Unmapped` without a retry). F and G discard their trees on
+/// every read so every read faults through `query`; `maps()` must always cover the range.
+#[test]
+fn review_query_never_misses_a_page_through_splits_and_merges() {
+    let space = AddressSpace::builder()
+        .design(Design::Radix)
+        .arenas(Arenas::Off)
+        .address_range(BASE, BASE + 8192 * P)
+        .memory(4096 * P)
+        .max_cores(4)
+        .build()
+        .unwrap();
+    // Straddles a 2 MiB boundary and spans folded slots: 3 leaves' worth.
+    let x = BASE + 1000 * P;
+    let n = 1200u64;
+    let mut e = space.attach().unwrap();
+    e.mmap(x, n * P, Prot::READ_WRITE, fixed()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut others: Vec<CoreHandle> = (0..2).map(|_| space.attach().unwrap()).collect();
+    let mut m = space.attach().unwrap();
+    std::thread::scope(|s| {
+        for (k, h) in others.iter_mut().enumerate() {
+            let stop = &stop;
+            s.spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let page = x + ((i * 131 + k as u64 * 7) % n) * P;
+                    h.discard_page_tables().unwrap();
+                    let r = h.touch(page, Access::Read);
+                    assert_eq!(r, Ok(()), "read of a page that stays mapped, iteration {i}");
+                    i += 1;
+                }
+            });
+        }
+        {
+            let stop = &stop;
+            let space = &space;
+            let m = &mut m;
+            s.spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let maps = space.maps();
+                    let mut at = x;
+                    for r in maps.iter().filter(|r| r.end > x && r.start < x + n * P) {
+                        assert_eq!(r.start.max(x), at, "maps() has a hole: {maps:?}");
+                        at = r.end;
+                    }
+                    assert!(at >= x + n * P, "maps() ends early: {maps:?}");
+                    let _ = m.touch(x, Access::Read);
+                }
+            });
+        }
+        for round in 0..3000u64 {
+            let at = x + ((round * 61) % (n - 600)) * P;
+            let len = (1 + round % 590) * P;
+            match round % 4 {
+                0 => e.mprotect(at, len, Prot::READ).unwrap(),
+                1 => e.mprotect(x, n * P, Prot::READ_WRITE).unwrap(),
+                2 => e.madvise(at, len, Advice::RANDOM).unwrap(),
+                _ => e.madvise(x, n * P, Advice::SEQUENTIAL).unwrap(),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    design(&space).check();
+}
