@@ -494,3 +494,68 @@ fn review_query_never_misses_a_page_through_splits_and_merges() {
     });
     design(&space).check();
 }
+
+/// Q5: a page-table allocation failing at each step of a fault (the owner tree's tables, the
+/// copy's tables in the core's own tree), first touch and copy of a page another core filled,
+/// read and write: the fault reports `OutOfMemory` or succeeds, a retry succeeds with the data
+/// the page holds, and every frame and table comes back after `munmap` and a discard.
+#[test]
+fn review_table_allocation_failure_in_fills_and_copies() {
+    for nth in 1..=6u64 {
+        for access in [Access::Read, Access::Write] {
+            for first in [false, true] {
+                let space = radix_space(2, 4096);
+                let x = BASE + 1536 * P;
+                let mut e = space.attach().unwrap();
+                let mut f = space.attach().unwrap();
+                e.mmap(x, 2 * P, Prot::READ_WRITE, fixed()).unwrap();
+                if !first {
+                    e.write(x, &11u64.to_le_bytes()).unwrap();
+                }
+                let f = std::thread::scope(|s| {
+                    s.spawn(move || {
+                        crate::fault_inject::TABLE_ALLOC.fail_nth(nth);
+                        let r = f.touch(x, access);
+                        crate::fault_inject::TABLE_ALLOC.fail_nth(0);
+                        assert!(
+                            matches!(r, Ok(()) | Err(Fault::OutOfMemory { .. })),
+                            "nth {nth} {access:?} first {first}: {r:?}"
+                        );
+                        f.touch(x, access).unwrap();
+                        f
+                    })
+                    .join()
+                    .unwrap()
+                });
+                let mut f = f;
+                let want = if first { 0 } else { 11 };
+                assert_eq!(read_u64(&mut f, x), want, "nth {nth} {access:?} first {first}");
+                assert_eq!(read_u64(&mut e, x), want, "nth {nth} {access:?} first {first}");
+                e.write(x, &12u64.to_le_bytes()).unwrap();
+                assert_eq!(read_u64(&mut f, x), 12, "nth {nth} {access:?} first {first}");
+                e.munmap(x, 2 * P).unwrap();
+                assert_eq!(f.touch(x, Access::Read), Err(Fault::Unmapped { addr: x }));
+                let st = at_rest(&space, &mut [&mut e, &mut f]);
+                assert_eq!(st.frames_in_use, 0, "nth {nth} {access:?} first {first}: {st:?}");
+                design(&space).check();
+            }
+        }
+    }
+}
+
+/// DONTNEED on a shared anonymous mapping keeps its data in Linux (the shmem pages stay; the
+/// next access maps them again), also after another core copied the page.
+#[test]
+fn review_dontneed_keeps_shared_anonymous_data() {
+    let space = radix_space(2, 4096);
+    let mut e = space.attach().unwrap();
+    let mut f = space.attach().unwrap();
+    let x = e
+        .mmap(0, 2 * P, Prot::READ_WRITE, MapFlags::SHARED | MapFlags::ANONYMOUS)
+        .unwrap();
+    e.write(x, &5u64.to_le_bytes()).unwrap();
+    assert_eq!(read_u64(&mut f, x), 5);
+    e.madvise(x, 2 * P, Advice::DONTNEED).unwrap();
+    assert_eq!(read_u64(&mut f, x), 5, "shared data dropped by DONTNEED (other core)");
+    assert_eq!(read_u64(&mut e, x), 5, "shared data dropped by DONTNEED");
+}
