@@ -559,3 +559,64 @@ fn review_dontneed_keeps_shared_anonymous_data() {
     assert_eq!(read_u64(&mut f, x), 5, "shared data dropped by DONTNEED (other core)");
     assert_eq!(read_u64(&mut e, x), 5, "shared data dropped by DONTNEED");
 }
+
+/// E's `munmap(B)` stopped before its commit (entries cleared, frames freed, B still published
+/// and marked, A and C held, to be republished as copies): F faults on B (must end `Unmapped`
+/// once E goes on, never read a freed frame) and on A (fills lock-free from the record the
+/// commit will copy); after the commit, `munmap(A)` must remove F's copy.
+#[test]
+fn review_faults_during_a_stopped_commit() {
+    let space = radix_space(3, 4096);
+    let x = BASE + 512 * P;
+    let mut e = space.attach().unwrap();
+    let mut f = space.attach().unwrap();
+    let mut g = space.attach().unwrap();
+    e.mmap(x, P, Prot::READ, fixed()).unwrap();
+    e.mmap(x + P, 2 * P, Prot::READ_WRITE, fixed()).unwrap();
+    e.mmap(x + 3 * P, P, Prot::READ, fixed()).unwrap();
+    e.write(x + 2 * P, &9u64.to_le_bytes()).unwrap();
+    assert_eq!(read_u64(&mut g, x + 2 * P), 9); // G holds a copy of B's page.
+    let (at_commit, stopped) = std::sync::mpsc::channel::<()>();
+    let (go_on, resume) = std::sync::mpsc::channel::<()>();
+    let (e, mut f, mut g) = std::thread::scope(|s| {
+        let ed = s.spawn(move || {
+            crate::fault_inject::WINDOW_BEFORE_COMMIT.arm(move || {
+                at_commit.send(()).unwrap();
+                resume.recv().unwrap();
+            });
+            e.munmap(x + P, 2 * P).unwrap();
+            e
+        });
+        stopped.recv().unwrap();
+        // A: lock-free, beside the stopped window.
+        assert_eq!(f.touch(x, Access::Read), Ok(()));
+        let fb = s.spawn(move || {
+            let r = f.touch(x + 2 * P, Access::Read);
+            (r, f)
+        });
+        let gb = s.spawn(move || {
+            let mut b = [0u8; 8];
+            let r = g.read(x + 2 * P, &mut b);
+            (r, b, g)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        go_on.send(()).unwrap();
+        let e = ed.join().unwrap();
+        let (rf, f) = fb.join().unwrap();
+        let (rg, b, g) = gb.join().unwrap();
+        assert_eq!(rf, Err(Fault::Unmapped { addr: x + 2 * P }));
+        assert!(
+            rg == Err(Fault::Unmapped { addr: x + 2 * P }) || (rg == Ok(()) && b == 9u64.to_le_bytes()),
+            "G: {rg:?} {b:?}"
+        );
+        (e, f, g)
+    });
+    let mut e = e;
+    assert_eq!(g.touch(x + 2 * P, Access::Read), Err(Fault::Unmapped { addr: x + 2 * P }));
+    e.munmap(x, P).unwrap();
+    assert_eq!(f.touch(x, Access::Read), Err(Fault::Unmapped { addr: x }), "F's copy of A survived");
+    e.munmap(x, 4 * P).unwrap();
+    let st = at_rest(&space, &mut [&mut e, &mut f, &mut g]);
+    assert_eq!(st.frames_in_use, 0, "{st:?}");
+    design(&space).check();
+}
