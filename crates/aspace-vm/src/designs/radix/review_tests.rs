@@ -620,3 +620,36 @@ fn review_faults_during_a_stopped_commit() {
     assert_eq!(st.frames_in_use, 0, "{st:?}");
     design(&space).check();
 }
+
+/// Q2: the caller's own TLB after its own edit (`shoot_down_locked` flushes it directly, no
+/// round): every downgrade and removal is seen by the caller's next access, in every design
+/// that lets targeted shootdowns skip the caller.
+#[test]
+fn review_own_tlb_is_flushed_by_own_edits() {
+    for design in [Design::Radix, Design::Interval, Design::Hybrid] {
+        let space = AddressSpace::builder()
+            .design(design)
+            .arenas(Arenas::Off)
+            .address_range(BASE, BASE + 4096 * P)
+            .memory(256 * P)
+            .max_cores(2)
+            .build()
+            .unwrap();
+        let mut e = space.attach().unwrap();
+        let x = BASE + 700 * P;
+        for _ in 0..20 {
+            e.mmap(x, 2 * P, Prot::READ_WRITE, fixed()).unwrap();
+            e.write(x, &1u64.to_le_bytes()).unwrap();
+            e.mprotect(x, P, Prot::READ).unwrap();
+            assert_eq!(e.touch(x, Access::Write), Err(Fault::Protection { addr: x }), "{design:?}");
+            assert_eq!(read_u64(&mut e, x), 1);
+            e.mprotect(x, P, Prot::READ_WRITE).unwrap();
+            e.madvise(x, P, Advice::DONTNEED).unwrap();
+            assert_eq!(read_u64(&mut e, x), 0, "{design:?}: DONTNEED left the old frame in the TLB");
+            e.write(x, &2u64.to_le_bytes()).unwrap();
+            e.munmap(x, 2 * P).unwrap();
+            assert_eq!(e.touch(x, Access::Read), Err(Fault::Unmapped { addr: x }), "{design:?}");
+        }
+        assert_eq!(space.stats().frames_in_use, 0, "{design:?}");
+    }
+}
