@@ -765,3 +765,6 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for RadixMap<V> {
 mod tests;
 #[cfg(all(test, not(loom)))]
 mod tests_api;
+
+#[cfg(all(test, not(loom)))]
+mod tests_review;

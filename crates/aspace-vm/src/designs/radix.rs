@@ -172,3 +172,6 @@ impl RangeMap for RadixMap<StoredRegion> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, not(loom)))]
+mod review_tests;
