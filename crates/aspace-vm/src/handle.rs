@@ -155,14 +155,18 @@ impl CoreHandle {
     /// how many tables were freed (after a grace period). Only a design with per-core page
     /// tables ([`Design::Radix`](crate::Design::Radix)) has any to drop: its tables are
     /// copies of the design's per-page metadata, refilled by faults on the next accesses
-    /// (RadixVM §3.3); under the others (one shared tree whose entries own the frames) this
+    /// (RadixVM §3.3), and the empty tables of that metadata where no region lies are freed
+    /// too; under the others (one shared tree whose entries own the frames) this
     /// returns 0 and changes nothing. Memory contents are unaffected either way.
     ///
     /// # Errors
     /// As every call of a handle: none except in a forked child.
     pub fn discard_page_tables(&mut self) -> Result<usize, VmError> {
-        let (Space { shared, .. }, core) = self.parts()?;
-        Ok(core.discard_tables(shared))
+        let (Space { design, shared }, core) = self.parts()?;
+        let n = core.discard_tables(shared);
+        // The design's own empty metadata tables go too (`radix`'s owner tree).
+        design.reclaim_tables(shared, core);
+        Ok(n)
     }
 
     /// Copies `buf.len()` bytes starting at `addr` into `buf`, faulting pages in as needed.

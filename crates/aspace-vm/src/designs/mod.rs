@@ -271,4 +271,7 @@ impl DesignOps for Designs {
     fn region_metadata_bytes(&self) -> u64 {
         dispatch!(self, d => d.region_metadata_bytes())
     }
+    fn reclaim_tables(&self, sh: &Shared, core: &mut Core) {
+        dispatch!(self, d => d.reclaim_tables(sh, core))
+    }
 }

@@ -54,6 +54,12 @@ pub(crate) trait DesignOps: Send + Sync {
     fn maps(&self) -> Vec<RegionInfo>;
     /// Number of regions.
     fn region_count(&self) -> u64;
+    /// Frees the page tables of the design's metadata that map nothing and lie where no
+    /// region is (memory pressure: `CoreHandle::discard_page_tables`); nothing by default (the
+    /// shared tree's designs free them at every `munmap`).
+    fn reclaim_tables(&self, sh: &crate::shared::Shared, core: &mut crate::core_state::Core) {
+        let _ = (sh, core);
+    }
     /// Bytes of the region metadata: by default the regions' stored values and keys (a lower
     /// bound for a tree that adds its own nodes); a design whose map has nodes of its own says
     /// what they cost.

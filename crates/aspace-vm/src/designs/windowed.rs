@@ -44,10 +44,11 @@ use crate::error::{Fault, Limit, VmError};
 use crate::region::count::RegionCount;
 use crate::region::gap::HighestGap;
 use crate::region::shmem::ShmemNumbers;
-use crate::region::store::{RcuRegions, RegionRef, StoredRegion};
+use crate::region::store::{RcuRegions, RegionRef, RegionStore, StoredRegion};
 use crate::region::Region;
 use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
+use crate::shootdown::Targets;
 use crate::types::{Access, Prot, RegionInfo, Sharing};
 use aspace_map::{ArenaLayout, Interval, KEY_SPACE_END};
 use aspace_rcu::Domain;
@@ -91,6 +92,9 @@ pub(crate) enum ClaimError {
     /// The arena is full, or the request does not fit it: placed like Linux's instead.
     Elsewhere,
 }
+
+/// Levels of page tables below the root (passes of `reclaim_tables`).
+const PAGE_TABLE_LEVELS: usize = 3;
 
 /// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
 pub(crate) const PLACEMENT_TRIES: usize = 4;
@@ -373,6 +377,33 @@ impl<M: RangeMap> DesignOps for Windowed<M> {
 
     fn region_metadata_bytes(&self) -> u64 {
         self.map.metadata_bytes()
+    }
+
+    /// The owner tree's empty tables (per-core page tables: `radix`), each freed under LW and
+    /// a window over its span when no region lies there (so no fill can run in it: the
+    /// precondition of `free_tables`), bottom up until a pass frees nothing (a table whose
+    /// children were freed is empty at the next pass).
+    fn reclaim_tables(&self, sh: &Shared, core: &mut Core) {
+        for _ in 0..PAGE_TABLE_LEVELS {
+            let spans = sh.tables.owner_empty_tables(&core.reader);
+            if spans.is_empty() {
+                return;
+            }
+            for span in spans {
+                let _lw = self.lock.lw(core.id.index());
+                self.in_window(sh, core, span.clone(), |sh, core, w| {
+                    if w.overlapping(span.clone()).next().is_none() {
+                        sh.tables.free_tables(
+                            Targets::All,
+                            &core.reader,
+                            &mut core.tables,
+                            span,
+                            &sh.domain,
+                        );
+                    }
+                });
+            }
+        }
     }
 }
 

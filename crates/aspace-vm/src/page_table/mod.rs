@@ -638,6 +638,51 @@ impl PageTables {
         }
     }
 
+    /// The spans (aligned, each one table's coverage) of the tables below the root that map
+    /// nothing now: leaves without a present entry (checked under their lock) and intermediate
+    /// tables without a linked child. A fill may follow: the caller decides under its own locks
+    /// whether a span may be freed. Lock-free otherwise, like a walk: the caller is inside a
+    /// read section of the domain tables are retired through.
+    pub(crate) fn empty_tables(&self) -> Vec<Range<u64>> {
+        let mut out = Vec::new();
+        self.collect_empty(self.root(), LEVELS, 0, &mut out);
+        out
+    }
+
+    /// The recursion of [`PageTables::empty_tables`] over the children of `table` (of
+    /// `level`, covering from `base`).
+    fn collect_empty(&self, table: &Table, level: u32, base: u64, out: &mut Vec<Range<u64>>) {
+        let span = span(level);
+        for (i, slot) in table.entries.iter().enumerate() {
+            let child_base = base + i as u64 * span;
+            if level == 2 {
+                if let Some(guard) = self.lock_leaf(slot) {
+                    let mut any = false;
+                    guard.leaf.for_each_present(0, ENTRIES - 1, |_| any = true);
+                    if !any {
+                        out.push(child_base..child_base + span);
+                    }
+                }
+            } else {
+                // Acquire: pairs with the Release CAS in `install`.
+                let e = slot.load(Ordering::Acquire);
+                if e & PRESENT != 0 {
+                    let child = self.child(e);
+                    // Acquire: as above.
+                    if child
+                        .entries
+                        .iter()
+                        .all(|c| c.load(Ordering::Acquire) & PRESENT == 0)
+                    {
+                        out.push(child_base..child_base + span);
+                    } else {
+                        self.collect_empty(child, level - 1, child_base, out);
+                    }
+                }
+            }
+        }
+    }
+
     /// Calls `f(leaf, first, last)` under each leaf's lock for every existing leaf table that
     /// intersects `range`, with the leaf indices `first..=last` inside the range.
     fn for_each_leaf(&self, range: &Range<u64>, f: &mut impl FnMut(&Table, usize, usize)) {

@@ -314,6 +314,23 @@ impl SpaceTables {
         }
     }
 
+    /// The spans of the owner tree's tables that map nothing now (`PageTables::empty_tables`,
+    /// inside a read section of `reader`): the metadata a design may reclaim under its locks
+    /// (`radix`'s `reclaim_tables`); none for the shared tree, whose design frees its tables at
+    /// every `munmap`.
+    pub(crate) fn owner_empty_tables<F: aspace_rcu::Flavor>(
+        &self,
+        reader: &aspace_rcu::Reader<F>,
+    ) -> Vec<Range<u64>> {
+        match self {
+            SpaceTables::Shared(_) => Vec::new(),
+            SpaceTables::PerCore(t) => {
+                let _guard = reader.read();
+                t.owner().empty_tables()
+            }
+        }
+    }
+
     /// Tables linked in the owner tree of the per-core organisation (the metadata's page
     /// tables, root included), 0 for the shared tree (its entries are their own metadata).
     #[cfg_attr(any(not(test), loom), allow(dead_code))] // the `radix` design's `stats()`
