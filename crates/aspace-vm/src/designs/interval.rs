@@ -4,9 +4,9 @@
 //!
 //! # Locks
 //!
-//! Two levels (§5.1): the [`HybridLock`] (per-core reader-writer locks; GR/GW take every one,
+//! Two levels (§5.1): the `HybridLock` (per-core reader-writer locks; GR/GW take every one,
 //! LR/LW the caller's, Fig. 9) and the skiplist's interval locks, taken through a
-//! [`Window`] (`interval/window.rs`: the range an operation changes, widened to the whole
+//! `Window` (`window.rs`: the range an operation changes, widened to the whole
 //! regions it overlaps plus their neighbours, and the gaps up to the next regions). Order:
 //! hybrid lock first, then the interval lock, then leaf page-table locks. Every Linux rule is
 //! `syscalls.rs`'s, run on the window as its region store; this file only chooses the locks.
@@ -34,7 +34,7 @@
 //!
 //! The leave rule that stage 1 relies on holds here because the skiplist is built by
 //! `region_skiplist` (its commit marks every node it takes out, copies included) and a window's
-//! edit marks what it drops before the body touches an entry (`interval/window.rs` lists every
+//! edit marks what it drops before the body touches an entry (`window.rs` lists every
 //! way a node leaves). The loom models (`interval/loom_tests.rs`) run the fault against
 //! `munmap` and `mprotect` on the real page-table code, including a third core installing the
 //! leaf behind the editor's walk and the `munmap` freeing the tables of a leaf whose lock the
@@ -54,7 +54,8 @@
 //! (or arenas are off, or the mapping is shared: its shmem offset needs its address), placement
 //! is Linux's: the hint, tried under its window; else `placement::choose` over lock-free scans
 //! of the skiplist, taken as a `MAP_FIXED_NOREPLACE` edit under LW and the window; a choice
-//! taken by a concurrent call is chosen again, and after [`PLACEMENT_TRIES`] the call takes GW,
+//! taken by a concurrent call is chosen again, and after `PLACEMENT_TRIES` (`windowed.rs`)
+//! the call takes GW,
 //! under which the scan is exact (no LW holder runs) and cannot lose. An arena claim refused
 //! by the region limit also goes this way: a placement next to a compatible mapping merges and
 //! adds no region.
@@ -80,7 +81,7 @@
 //! # What falls back to the global modes
 //!
 //! GR: `maps()` and `regions` (a consistent view of the whole set). GW: placement retried
-//! [`PLACEMENT_TRIES`] times (above). Nothing else: every call above is parallel.
+//! `PLACEMENT_TRIES` times (above). Nothing else: every call above is parallel.
 //!
 //! # Departures from the paper
 //!

@@ -49,7 +49,7 @@
 //!    then
 //! 2. (`interval`) **the region skiplist's interval lock** of the range a call reads or changes,
 //!    widened to whole regions and their neighbours, held until the call's edit is published
-//!    (`designs/interval/window.rs`);
+//!    (`designs/window.rs`);
 //! 3. **a leaf page table's fill lock** (a bit in the level-2 entry), taken by `fill`,
 //!    `fill_checked`, `clear_range` and `protect_range` for one leaf at a time; under per-core
 //!    page tables (`page_table/per_core/owner.rs`) first **an owner-tree leaf's lock**, then

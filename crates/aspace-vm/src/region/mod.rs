@@ -18,7 +18,7 @@
 //! the region count and the shmem numbers that stores of a parallel design share; and
 //! `skiplist_store`, a test-only store over the interval skiplist (one `lock` + `swap` per
 //! edit) that runs the region tests on the skiplist. The `interval` design does not use it:
-//! it holds a window of the skiplist as its store (`designs/interval/window.rs`).
+//! it holds a window of the skiplist as its store (`designs/window.rs`).
 //!
 //! # Merging like `/proc/self/maps`
 //!

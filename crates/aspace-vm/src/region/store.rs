@@ -7,7 +7,7 @@
 //! range can touch (its neighbours included), and [`RegionStore::replace_window`] swaps them for
 //! the plan's result. The Bonsai tree (one writer, published by one root pointer) and the
 //! interval skiplist (`lock` the window's nodes, then `swap` them: `interval`'s window,
-//! `designs/interval/window.rs`, and the test-only `skiplist_store.rs`) fit the same two steps,
+//! `designs/window.rs`, and the test-only `skiplist_store.rs`) fit the same two steps,
 //! so a later design supplies a store and reuses the plan and the Linux bodies unchanged.
 //!
 //! Each region's value is a [`StoredRegion`]: its attributes, with the anon identity kept in an
@@ -39,7 +39,7 @@
 //! - [`region_skiplist`] builds the skiplist of regions with the mark as its leave hook, so the
 //!   skiplist's one commit marks every node it takes out of the list, copies included
 //!   (`SkipListMap::with_leave_mark`);
-//! - an edit that drops a held region from an open window (`designs/interval/window.rs`) marks
+//! - an edit that drops a held region from an open window (`designs/window.rs`) marks
 //!   it when it drops it, before the body clears or downgrades its entries.
 //! - the `hybrid` design's tree (`region/rcu_store.rs`): `replace_window` marks every region of
 //!   the window that does not stay exactly as it was before it publishes the new ones (and the
