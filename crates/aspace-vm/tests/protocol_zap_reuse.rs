@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[path = "protocol/bounded_run.rs"]
 mod bounded_run;
-use bounded_run::{finish, Budget, StopOnDrop, MIN_ZAPS};
+use bounded_run::{finish, Budget, StopOnDrop};
 
 use aspace_vm::{AddressSpace, Advice, Builder, Design, MapFlags, Prot, PAGE_SIZE};
 
@@ -53,12 +53,14 @@ fn a_writer_through_a_stale_translation_never_reaches_a_reused_frame_with_target
             .targeted_shootdown_for_testing(),
     );
     let st = space.stats();
-    // Each round reached one core, not both: the zaps of A only the writer (the zapper never
-    // walks A's leaf), the munmaps of B (a leaf near the top of the space, read only by the
-    // zapper) only the zapper; the final munmap finds only detached cores. Broadcast would
-    // have targeted both attached cores in every round.
-    assert!(st.shootdowns >= MIN_ZAPS, "{st:?}");
-    assert!(st.shootdown_targets <= st.shootdowns, "{st:?}");
+    // Each round reached one core, the writer: the zaps of A reach only the writer (the zapper
+    // never walks A's leaf); the munmaps of B (a leaf near the top of the space, read only by
+    // the zapper) send no round at all (the zapper flushes its own TLB); the final munmap
+    // finds only detached cores. Broadcast would have targeted both attached cores in every
+    // round. How many zaps found A's pages present again (and so sent a round) depends on the
+    // scheduling; at least one did.
+    assert!(st.shootdowns > 0, "the writer was never reached: {st:?}");
+    assert_eq!(st.shootdown_targets, st.shootdowns, "{st:?}");
 }
 
 /// The test on a space of `builder`'s policy; returns the space.
