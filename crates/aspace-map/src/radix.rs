@@ -106,6 +106,8 @@
 mod alloc;
 mod geom;
 #[cfg(all(test, loom))]
+mod loom_hints;
+#[cfg(all(test, loom))]
 mod loom_tests;
 mod node;
 mod node_rc;

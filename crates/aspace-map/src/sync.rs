@@ -14,7 +14,9 @@
 //!   loom, recorded under the audit because other cores may touch them.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
 #[cfg(all(not(loom), not(feature = "conflicts")))]
 pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 #[cfg(all(not(loom), feature = "conflicts"))]

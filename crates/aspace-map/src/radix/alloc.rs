@@ -34,9 +34,13 @@
 //! with a version bump, then a `SeqCst` fence); a free runs a `SeqCst` fence after its commit
 //! and before it reads the hints. The fences make the store-buffering race impossible: either
 //! the free's retreat sees the install (and bumps the version, failing the search's advance), or
-//! the search sees the free. A free reads the hints of active cores only (a bitmap written once
-//! per core): an unmap costs one fence and a few loads per allocating core, and writes only the
-//! hints it moves.
+//! the search sees the free. A free reads the ranges of active cores only (a bitmap written once
+//! per core): an unmap costs one fence and a load of each allocating core's range, and writes
+//! only the hints whose range contains the freed pages. The ranges lie packed on lines of their
+//! own, apart from the hint words every search writes, so a free shares no line another core
+//! writes in the steady state (each core allocating in its own arena): the conflict audit of
+//! issue 20 counted 62 such lines per operation at 64 cores when each retreat read every hint
+//! word's line (loom models: `radix/loom_hints.rs`).
 //!
 //! # Padded searches
 //! `alloc_padded` claims a run of `len + 2 * pad` free pages and publishes its middle, leaving
@@ -63,47 +67,69 @@
 
 use super::tree::RawRadix;
 use crate::contract::{Interval, PAGE_SIZE};
-use crate::sync::stat::AtomicU64;
+use crate::sync::{fence, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{fence, Ordering};
 
 /// The version bits of a hint word (the page offset bits of its address).
 pub(crate) const VERSION_MASK: u64 = PAGE_SIZE - 1;
 
-/// One core's hint (see the module doc).
+/// The range a core's hint is for (addresses): written only when the core installs a new range,
+/// read by every free. Ranges are packed (four to a cache line) away from the hint words, which
+/// every search of their core writes, so a free reads only lines that are written when a core
+/// moves to another range, and touches the word of a hint only when its range contains the free.
 #[derive(Default)]
-pub(crate) struct Hint {
-    /// `address | version`: every page of `[lo, address)` is mapped.
-    word: AtomicU64,
-    /// The range the hint is for (addresses).
+struct HintRange {
     lo: AtomicU64,
     hi: AtomicU64,
 }
 
 /// Every core's hint and which are in use.
 pub(crate) struct Hints {
-    hints: Box<[CachePadded<Hint>]>,
+    /// Core `i`'s hint word, `address | version`: every page of `[lo, address)` is mapped.
+    words: Box<[CachePadded<AtomicU64>]>,
+    /// Core `i`'s range.
+    ranges: Box<[HintRange]>,
     /// Bit `i` of word `i / 64`: core `i` has installed a range.
     active: Box<[AtomicU64]>,
+    /// Under loom, the step the hint models break on purpose (`radix/loom_hints.rs`).
+    #[cfg(loom)]
+    pub(crate) mutant: HintMutant,
+}
+
+/// A deliberately broken step of the hint protocol, for the loom models' mutation checks.
+#[cfg(loom)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) enum HintMutant {
+    /// The protocol as written.
+    #[default]
+    None,
+    /// A retreat reads the ranges without its `SeqCst` fence first.
+    NoRetreatFence,
+    /// An install publishes its range after its fence (so a free may miss it while the search
+    /// misses the free).
+    RangeAfterFence,
 }
 
 impl Hints {
     pub(crate) fn new(cores: usize) -> Self {
         Self {
-            hints: (0..cores)
-                .map(|_| CachePadded::new(Hint::default()))
+            words: (0..cores)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            ranges: (0..cores).map(|_| HintRange::default()).collect(),
             active: (0..cores.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            #[cfg(loom)]
+            mutant: HintMutant::None,
         }
     }
 
     /// The hint word core `core` starts a search of `within` from (installing `within` first
     /// if it is not the hint's range): `(word, address)`.
     pub(crate) fn read(&self, core: usize, within: Interval) -> (u64, u64) {
-        let h = &self.hints[core];
+        let (word, range) = (&self.words[core], &self.ranges[core]);
         // Relaxed: only this core writes its range (it holds the pooled slot).
-        if h.lo.load(Ordering::Relaxed) != within.start
-            || h.hi.load(Ordering::Relaxed) != within.end
+        if range.lo.load(Ordering::Relaxed) != within.start
+            || range.hi.load(Ordering::Relaxed) != within.end
         {
             let (i, bit) = (core / 64, 1u64 << (core % 64));
             if self.active[i].load(Ordering::Relaxed) & bit == 0 {
@@ -111,21 +137,31 @@ impl Hints {
                 // this core's hint, and its commit is then visible to our search.
                 self.active[i].fetch_or(bit, Ordering::SeqCst);
             }
-            // Release: a free whose retreat reads the new range through the word (Acquire)
-            // sees it whole.
-            h.lo.store(within.start, Ordering::Release);
-            h.hi.store(within.end, Ordering::Release);
-            let _ = h
-                .word
-                .fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
-                    Some(within.start | (w.wrapping_add(1) & VERSION_MASK))
-                });
+            #[cfg(loom)]
+            let late = self.mutant == HintMutant::RangeAfterFence;
+            #[cfg(not(loom))]
+            let late = false;
+            if !late {
+                // Relaxed: the fence below orders these stores before our search (see the
+                // module doc); a retreat that reads them reads them after its own fence.
+                range.lo.store(within.start, Ordering::Relaxed);
+                range.hi.store(within.end, Ordering::Relaxed);
+            }
+            // The word starts over at the range's start, with a version bump: an advance that
+            // read the word before the install fails.
+            let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                Some(within.start | (w.wrapping_add(1) & VERSION_MASK))
+            });
             // See the module doc: either a free's retreat sees this install, or our search sees
             // the free.
             fence(Ordering::SeqCst);
+            if late {
+                range.lo.store(within.start, Ordering::Relaxed);
+                range.hi.store(within.end, Ordering::Relaxed);
+            }
         }
         // Acquire: pairs with a retreat's Release: a search from a retreated hint sees the free.
-        let w = h.word.load(Ordering::Acquire);
+        let w = word.load(Ordering::Acquire);
         (w, w & !VERSION_MASK)
     }
 
@@ -133,44 +169,59 @@ impl Hints {
     pub(crate) fn advance(&self, core: usize, seen: u64, to: u64) {
         let new = to | (seen & VERSION_MASK);
         // Relaxed: the version CAS is the argument (a free since `seen` bumped it).
-        let _ =
-            self.hints[core]
-                .word
-                .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = self.words[core].compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// After a free of `[s, e)` (addresses) was committed: moves back every hint whose range
-    /// it touches, to the start of the freed part of the range, with a version bump.
+    /// contains part of it, to the start of the freed part of the range, with a version bump.
+    /// Reads the packed ranges of the active cores and writes only the hints it moves.
     pub(crate) fn retreat(&self, s: u64, e: u64) {
-        // See the module doc (pairs with the install's fence).
-        fence(Ordering::SeqCst);
-        for (i, word) in self.active.iter().enumerate() {
-            let mut bits = word.load(Ordering::Relaxed);
+        #[cfg(loom)]
+        let fenced = self.mutant != HintMutant::NoRetreatFence;
+        #[cfg(not(loom))]
+        let fenced = true;
+        if fenced {
+            // See the module doc (pairs with the install's fence).
+            fence(Ordering::SeqCst);
+        }
+        for (i, bits) in self.active.iter().enumerate() {
+            let mut bits = bits.load(Ordering::Relaxed);
             while bits != 0 {
                 let core = i * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let h = &self.hints[core];
-                let mut w = h.word.load(Ordering::Acquire);
+                let range = &self.ranges[core];
+                // Relaxed: after the fence above, a range that the install stored before its
+                // own fence is read, or the install's search sees the free (module doc). A range
+                // read half old, half new is one of the two: an overlap seen in error only
+                // moves the hint back (never above what it was, never below the range: searches
+                // clamp it), a miss is the second case.
+                let (lo, hi) = (
+                    range.lo.load(Ordering::Relaxed),
+                    range.hi.load(Ordering::Relaxed),
+                );
+                if e <= lo || hi <= s {
+                    continue;
+                }
+                let word = &self.words[core];
+                let mut w = word.load(Ordering::Relaxed);
                 loop {
-                    // Acquire on the word (above) makes the range installed with it visible.
-                    let (lo, hi) = (h.lo.load(Ordering::Acquire), h.hi.load(Ordering::Acquire));
-                    if e <= lo || hi <= s {
-                        break;
-                    }
                     let to = (w & !VERSION_MASK).min(s.max(lo));
                     let new = to | (w.wrapping_add(1) & VERSION_MASK);
                     // Release: publishes the free (committed before this) to searches that
                     // read the hint.
-                    match h
-                        .word
-                        .compare_exchange(w, new, Ordering::Release, Ordering::Acquire)
-                    {
+                    match word.compare_exchange(w, new, Ordering::Release, Ordering::Relaxed) {
                         Ok(_) => break,
                         Err(cur) => w = cur,
                     }
                 }
             }
         }
+    }
+
+    /// Core `core`'s hint address (for the models).
+    #[cfg(all(test, loom))]
+    pub(crate) fn address(&self, core: usize) -> u64 {
+        self.words[core].load(Ordering::SeqCst) & !VERSION_MASK
     }
 }
 
