@@ -31,6 +31,8 @@
 
 #![cfg(not(loom))]
 
+mod stress_support;
+
 use aspace_map::{ArenaLayout, Interval, IntervalMap, MapError, SkipListMap, PAGE_SIZE as P};
 use aspace_rcu::Domain;
 use parking_lot::Mutex;
@@ -41,6 +43,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use stress_support::{seed, AbortOnPanic};
 
 const THREADS: usize = 4;
 const LAYOUT: ArenaLayout = ArenaLayout {
@@ -54,14 +57,6 @@ const OPS_PER_ROUND: usize = 64;
 /// in them and frees keep moving the hints back.
 const MAX_OWNED: usize = 4;
 const DURATION: Duration = Duration::from_millis(1500);
-
-fn seed() -> u64 {
-    std::env::var("STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0xa7e_4a00u64)
-        .wrapping_mul(64)
-}
 
 /// Live allocations: start -> (end, value).
 #[derive(Default)]
@@ -154,7 +149,7 @@ fn worker(
     deadline: Instant,
 ) {
     let _abort = AbortOnPanic;
-    let mut rng = SmallRng::seed_from_u64(seed() + t as u64);
+    let mut rng = SmallRng::seed_from_u64(seed(0xa7e_4a00u64) + t as u64);
     let mut owned: Vec<(Interval, u64)> = Vec::new();
     let mut next = (t as u64 + 1) << 32;
     let boundaries: Vec<u64> = (0..=LAYOUT.count as u64)
@@ -213,19 +208,6 @@ fn worker(
         barrier.wait();
         if stop.load(Ordering::Relaxed) {
             return;
-        }
-    }
-}
-
-/// Aborts the process if a worker panics: the others would wait at the barrier forever instead
-/// of the test failing.
-struct AbortOnPanic;
-
-impl Drop for AbortOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("a stress worker panicked (message above); aborting");
-            std::process::abort();
         }
     }
 }
