@@ -53,19 +53,15 @@
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-use super::ops::DesignOps;
-use super::syscalls::{
-    fault_locked, fault_rcu, madvise_locked, mmap_locked, mprotect_locked, munmap_locked, Retry,
-};
+use super::staged::Staged;
+use super::syscalls::{fault_locked, fault_rcu, Retry};
 use crate::core_state::Core;
-use crate::error::{Fault, VmError};
+use crate::error::Fault;
 use crate::region::bonsai_store::{BonsaiRegions, BonsaiStore};
 use crate::region::store::{RcuRegions, RegionStore};
-use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
 use crate::sync::stat::Mutex;
-use crate::types::{Access, Prot, RegionInfo};
-use std::ops::Range;
+use crate::types::{Access, RegionInfo};
 
 /// Lock-free attempts of one fault before it takes the space lock (module doc).
 pub(crate) const RCU_TRIES: usize = 3;
@@ -107,6 +103,21 @@ impl Bonsai {
         }
     }
 
+    /// The store, for tests that check it between calls.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn check(&self) {
+        self.locked(|s| s.check());
+    }
+}
+
+impl Staged for Bonsai {
+    type Store<'s> = BonsaiStore<'s>;
+
+    #[inline]
+    fn edit<R>(&self, body: impl FnOnce(&mut BonsaiStore<'_>) -> R) -> R {
+        self.locked(body)
+    }
+
     /// A fault through its stages (module doc); with the stage that resolved it.
     #[inline]
     fn resolve(
@@ -132,66 +143,11 @@ impl Bonsai {
         (r, 1)
     }
 
-    /// The store, for tests that check it between calls.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn check(&self) {
-        self.locked(|s| s.check());
-    }
-}
-
-impl DesignOps for Bonsai {
-    fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
-        self.locked(|s| mmap_locked(sh, core, s, req))
-    }
-
-    fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
-        self.locked(|s| munmap_locked(sh, core, s, range))
-    }
-
-    fn mprotect(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        prot: Prot,
-    ) -> Result<(), VmError> {
-        self.locked(|s| mprotect_locked(sh, core, s, range, prot))
-    }
-
-    fn madvise(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        effect: AdviceEffect,
-    ) -> Result<(), VmError> {
-        self.locked(|s| madvise_locked(sh, core, s, range, effect))
-    }
-
-    #[inline]
-    fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
-        let (r, stage) = self.resolve(sh, core, va, access);
-        let c = sh.counters.of(core.id);
-        c.bump_faults();
-        c.bump_stage(stage);
-        r
-    }
-
-    fn populate_page(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-    ) -> Result<(), Fault> {
-        self.resolve(sh, core, va, access).0
-    }
-
-    fn maps(&self) -> Vec<RegionInfo> {
+    fn region_infos(&self) -> Vec<RegionInfo> {
         self.locked(|s| s.iter().map(|r| r.info()).collect())
     }
 
-    fn region_count(&self) -> u64 {
+    fn regions_len(&self) -> u64 {
         self.locked(|s| s.len() as u64)
     }
 }

@@ -70,18 +70,14 @@
 //!
 //! Not for: the tree (`region/rcu_store.rs`), the Linux rules (`syscalls.rs`).
 
-use super::ops::DesignOps;
-use super::syscalls::{
-    fault_locked, fault_rcu, madvise_locked, mmap_locked, mprotect_locked, munmap_locked,
-};
+use super::staged::Staged;
+use super::syscalls::{fault_locked, fault_rcu};
 use crate::core_state::Core;
-use crate::error::{Fault, VmError};
+use crate::error::Fault;
 use crate::region::rcu_store::{RcuTree, Stable, TreeEdit, TreeToken};
-use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
 use crate::sync::stat::RwLock;
-use crate::types::{Access, Prot, RegionInfo};
-use std::ops::Range;
+use crate::types::{Access, RegionInfo};
 
 /// The `hybrid` design's state: the space lock (over the tree's edit token) and the tree.
 #[derive(Debug)]
@@ -105,7 +101,17 @@ impl Hybrid {
         }
     }
 
-    /// Runs `body` with the tree's edit view under the space lock held exclusively.
+    /// Checks the tree's invariants (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn check(&self) {
+        self.tree.check();
+    }
+}
+
+impl Staged for Hybrid {
+    type Store<'s> = TreeEdit<'s>;
+
+    /// The tree's edit view under the space lock held exclusively.
     #[inline]
     fn edit<R>(&self, body: impl FnOnce(&mut TreeEdit<'_>) -> R) -> R {
         let mut token = self.space.write();
@@ -129,66 +135,11 @@ impl Hybrid {
         (fault_locked(sh, core, &*view, va, access), 1)
     }
 
-    /// Checks the tree's invariants (tests).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn check(&self) {
-        self.tree.check();
-    }
-}
-
-impl DesignOps for Hybrid {
-    fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
-        self.edit(|t| mmap_locked(sh, core, t, req))
-    }
-
-    fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
-        self.edit(|t| munmap_locked(sh, core, t, range))
-    }
-
-    fn mprotect(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        prot: Prot,
-    ) -> Result<(), VmError> {
-        self.edit(|t| mprotect_locked(sh, core, t, range, prot))
-    }
-
-    fn madvise(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        effect: AdviceEffect,
-    ) -> Result<(), VmError> {
-        self.edit(|t| madvise_locked(sh, core, t, range, effect))
-    }
-
-    #[inline]
-    fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
-        let (r, stage) = self.resolve(sh, core, va, access);
-        let c = sh.counters.of(core.id);
-        c.bump_faults();
-        c.bump_stage(stage);
-        r
-    }
-
-    fn populate_page(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-    ) -> Result<(), Fault> {
-        self.resolve(sh, core, va, access).0
-    }
-
-    fn maps(&self) -> Vec<RegionInfo> {
+    fn region_infos(&self) -> Vec<RegionInfo> {
         self.tree.snapshot().iter().map(|r| r.info()).collect()
     }
 
-    fn region_count(&self) -> u64 {
+    fn regions_len(&self) -> u64 {
         self.tree.len() as u64
     }
 }

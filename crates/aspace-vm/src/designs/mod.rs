@@ -122,6 +122,7 @@ mod ops;
 pub(crate) mod pervma;
 mod placement;
 pub(crate) mod radix;
+mod staged;
 mod syscalls;
 mod window;
 mod windowed;

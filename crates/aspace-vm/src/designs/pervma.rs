@@ -69,18 +69,15 @@
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-use super::ops::DesignOps;
-use super::syscalls::{
-    fault_locked, fault_rcu, madvise_locked, mmap_locked, mprotect_locked, munmap_locked,
-};
+use super::staged::Staged;
+use super::syscalls::{fault_locked, fault_rcu};
 use crate::core_state::Core;
-use crate::error::{Fault, VmError};
+use crate::error::Fault;
 use crate::region::bonsai_store::{BonsaiRegions, BonsaiStore, TreeRegion, VmaLock};
 use crate::region::store::{RcuRegions, RegionStore, StoredRegion};
-use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
 use crate::sync::stat::RwLock;
-use crate::types::{Access, Prot, RegionInfo};
+use crate::types::{Access, RegionInfo};
 use aspace_rcu::Guard;
 use std::ops::Range;
 
@@ -154,6 +151,21 @@ impl PerVma {
         Some((range, t as *const TreeRegion))
     }
 
+    /// The store, for tests that check it between calls.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn check(&self) {
+        self.read(|s| s.check());
+    }
+}
+
+impl Staged for PerVma {
+    type Store<'s> = BonsaiStore<'s>;
+
+    #[inline]
+    fn edit<R>(&self, body: impl FnOnce(&mut BonsaiStore<'_>) -> R) -> R {
+        self.write(body)
+    }
+
     /// A fault through its stages (module doc); with the stage that resolved it.
     #[inline]
     fn resolve(
@@ -187,66 +199,11 @@ impl PerVma {
         (r, 1)
     }
 
-    /// The store, for tests that check it between calls.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn check(&self) {
-        self.read(|s| s.check());
-    }
-}
-
-impl DesignOps for PerVma {
-    fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
-        self.write(|s| mmap_locked(sh, core, s, req))
-    }
-
-    fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
-        self.write(|s| munmap_locked(sh, core, s, range))
-    }
-
-    fn mprotect(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        prot: Prot,
-    ) -> Result<(), VmError> {
-        self.write(|s| mprotect_locked(sh, core, s, range, prot))
-    }
-
-    fn madvise(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        range: Range<u64>,
-        effect: AdviceEffect,
-    ) -> Result<(), VmError> {
-        self.write(|s| madvise_locked(sh, core, s, range, effect))
-    }
-
-    #[inline]
-    fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
-        let (r, stage) = self.resolve(sh, core, va, access);
-        let c = sh.counters.of(core.id);
-        c.bump_faults();
-        c.bump_stage(stage);
-        r
-    }
-
-    fn populate_page(
-        &self,
-        sh: &Shared,
-        core: &mut Core,
-        va: u64,
-        access: Access,
-    ) -> Result<(), Fault> {
-        self.resolve(sh, core, va, access).0
-    }
-
-    fn maps(&self) -> Vec<RegionInfo> {
+    fn region_infos(&self) -> Vec<RegionInfo> {
         self.read(|s| s.iter().map(|r| r.info()).collect())
     }
 
-    fn region_count(&self) -> u64 {
+    fn regions_len(&self) -> u64 {
         self.read(|s| s.len() as u64)
     }
 }
