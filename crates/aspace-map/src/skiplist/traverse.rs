@@ -80,13 +80,7 @@ impl<V> RawSkipList<V> {
     /// As `find`; besides, every non-null `pos.preds[i]` with `i >= 1` was reached at level `i`
     /// by a traversal in the caller's current read section (so it is alive, and its memory was
     /// not reused for another node: no ABA).
-    pub(crate) unsafe fn find_hinted(
-        &self,
-        s: u64,
-        e: u64,
-        levels: usize,
-        pos: &mut Position<V>,
-    ) {
+    pub(crate) unsafe fn find_hinted(&self, s: u64, e: u64, levels: usize, pos: &mut Position<V>) {
         // SAFETY: forwarded.
         unsafe { self.search(s, e, levels, pos, true) }
     }
@@ -131,14 +125,7 @@ impl<V> RawSkipList<V> {
     ///
     /// # Safety
     /// As `find_hinted` (as `find` when `hints` is false).
-    unsafe fn search(
-        &self,
-        s: u64,
-        e: u64,
-        levels: usize,
-        pos: &mut Position<V>,
-        mut hints: bool,
-    ) {
+    unsafe fn search(&self, s: u64, e: u64, levels: usize, pos: &mut Position<V>, mut hints: bool) {
         'restart: loop {
             let mut pred = self.head;
             for i in (0..levels).rev() {
