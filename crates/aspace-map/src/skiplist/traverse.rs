@@ -129,8 +129,9 @@ impl<V> RawSkipList<V> {
         'restart: loop {
             let mut pred = self.head;
             for i in (0..levels).rev() {
-                // SAFETY: precondition forwarded (`pred` is the head or a node reached from it).
                 let hinted = if hints && i >= 1 {
+                    // SAFETY: precondition forwarded (`pred` is the head or a node reached from
+                    // it; `pos.preds[i]` is null or was reached in the caller's read section).
                     unsafe { self.usable_hint(pos.preds[i], pred, s, i) }
                 } else {
                     None
