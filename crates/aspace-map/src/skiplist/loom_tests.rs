@@ -57,7 +57,8 @@
 //! padded hint not moved back by a free, and `Hint::advance` as a plain store (caught by
 //! `a_free_behind_a_padded_alloc_...`); the alloc claim as a plain store instead of a CAS
 //! (caught by `padded_alloc_vs_map_into_its_gap` among others); an alloc walking past a LOCKED
-//! gap that fits instead of waiting. Not caught,
+//! gap that fits instead of waiting; `usable_hint` without its validation (caught by
+//! `held_swap_revalidates_...`, which exceeds loom's branch limit). Not caught,
 //! because it is not observable: `find` walking on through an INVALIDATED level-0 node instead of
 //! restarting. Its level-0 result is only ever used through a check that rejects such a node
 //! (`lock_node` fails on it, `alloc` restarts when a fitting gap's link is INVALIDATED) and the
