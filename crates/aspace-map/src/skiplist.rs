@@ -65,15 +65,42 @@
 //! - *Separators under intervals*: a mapping across an arena boundary drops the separator it
 //!   covers; swaps re-create separators at uncovered boundaries (see `arena.rs`).
 //!
+//! # One traversal per edit
+//! `lock`/`lock_covering` and the `swap` of the held range share one search (the fusion of
+//! traversal and locking of Fig. 18, across the two calls): the lock records the predecessor
+//! its traversal found at every level (`lock_range_at`'s `Position`, kept in the
+//! [`SkipLocked`]), and the swap starts from them instead of searching from the head: first one
+//! CAS per level unlinking the old nodes' upper-level runs from the recorded predecessor
+//! (`swap.rs`, `unlink_old_runs`), and where that fails or the record lacks a level, a search
+//! in which each level starts from its recorded predecessor after validating it (not DELETED
+//! at that level, hence still linked there; before the range; otherwise that level starts from
+//! the level above's result as a fresh `find` would: `traverse.rs`, "Hinted searches"). Every
+//! link CAS of the swap still expects `pred -> succ` untagged, so a stale guess fails and
+//! re-searches, never links wrongly.
+//!
+//! Why the recorded predecessors may be dereferenced at the swap: the node locks pin only the
+//! held nodes (the level-0 predecessor and the range), not the upper-level predecessors, which
+//! concurrent swaps may retire. So the lock **keeps its read section open until the swap** (or
+//! its drop): [`SkipLocked`] owns the pooled reader slot it locked in (`readers.rs`,
+//! `Section`), so no node reached by its traversal can be freed, or reused for another node
+//! (no ABA on the CASes), before the swap is done. Pinning each recorded predecessor instead
+//! (hazard pointers per level) would cost a shared write per level and a validation loop per
+//! pin, i.e. what the recorded search saves. The cost of the open section: a held range delays
+//! the domain's grace periods for as long as it is held (reclamation only, nobody waits for
+//! them on the update paths: `retire.rs`), and the slot's stripe and retire list serve the
+//! swap, so it takes no second slot.
+//!
 //! # Locking and RCU contract
 //! `query`/`visit` run under the caller's guard of [`SkipListMap::domain`]. `map`, `alloc`,
-//! `lock`, `swap` run inside a read section of a pooled reader (`skiplist/readers.rs`). A held
-//! [`SkipLocked`] pins its nodes without a read section (only its holder can retire them). Node
-//! locks are taken left to right; nobody waits for a lock while holding one to its right.
-//! Hazard: updaters wait for node locks *inside* a pooled read section, so a thread holding a
-//! [`SkipLocked`] must not call `synchronize()`/`barrier()` on this map's domain, nor
-//! [`SkipListMap::barrier`] (a waiter's read section would wait for the lock, and the grace
-//! period for the waiter).
+//! `lock`, `swap` run inside a read section of a pooled reader (`skiplist/readers.rs`); a held
+//! [`SkipLocked`] keeps the one its lock began in (above), and pins its nodes besides (only
+//! its holder can retire them). Node locks are taken left to right; nobody waits for a lock
+//! while holding one to its right.
+//! Hazard: a thread holding a [`SkipLocked`] is inside a read section of this map's domain, and
+//! updaters wait for node locks inside theirs, so it must not call `synchronize()`/`barrier()`
+//! on this map's domain, nor [`SkipListMap::barrier`], nor wait for a thread that does (the
+//! grace period would wait for the holder; debug builds of the RCU crate panic on the direct
+//! self-wait).
 //!
 //! # Reclamation
 //! Removed nodes are not handed to the domain one swap at a time: each reader slot batches them
@@ -116,7 +143,7 @@ use hint::{retreat_overlapping, ArenaHints, Hinted, HintedSearch};
 use lock::HeldNodes;
 use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
-use readers::{ReaderPool, SLOTS};
+use readers::{ReaderPool, Section, SLOTS};
 use retire::{RetireList, Retired};
 use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
@@ -177,10 +204,19 @@ fn random_height(cap: usize) -> usize {
 pub struct SkipLocked<'a, V: Clone + Send + Sync + 'static> {
     map: &'a SkipListMap<V>,
     range: Interval,
-    /// Released on drop (see `lock.rs`), unless `swap` consumes them.
+    /// Released on drop (see `lock.rs`), unless `swap` consumes them. Declared before
+    /// `section`, so released before the read section ends.
     nodes: HeldNodes<V>,
     /// See [`SkipLocked::stable_span`]; read when the lock was taken (it cannot change).
     span: Range<u64>,
+    /// The locking traversal (`lock_range_at`): each level's predecessor, the swap's first
+    /// guess ("One traversal per edit" in the module doc).
+    pos: Position<V>,
+    /// Levels `pos` covers.
+    levels: usize,
+    /// The read section the lock was taken in, kept open until the swap (or the drop): it keeps
+    /// `pos`'s nodes alive and unreused. Its slot's stripe and retire list serve the swap.
+    section: Section<'a, RetireList<V>>,
 }
 
 impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
@@ -457,8 +493,10 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// uncovered separators, retiring the old nodes, adjusting `len` and the hints.
     ///
     /// # Safety
-    /// `locked` came from `raw.lock_range(s, e)`; the caller is in a read section;
-    /// `hint`, if any, came from the `lock_range_at` that took `locked` in that same section.
+    /// `locked` came from `raw.lock_range(s, e)` (possibly narrowed since,
+    /// [`SkipLocked::narrow`]); the caller is in a read section; `hint`, if any, came from the
+    /// `lock_range_at` that took `locked` in that same section (its predecessors then precede
+    /// every node `locked` still holds but its first, and `[s, e)`).
     ///
     /// The old nodes (`locked[1..]`) go to `retired`, the caller's slot's list.
     ///
@@ -882,17 +920,21 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
 
     fn lock(&self, range: Range<u64>) -> Result<SkipLocked<'_, V>, MapError> {
         let iv = Interval::try_from(range)?;
-        // SAFETY: inside a read section; afterwards the held nodes pin themselves.
-        let (nodes, span) = self.readers.with(|_, _, _| unsafe {
-            let nodes = self.raw.lock_range(iv.start, iv.end);
-            let span = held_span(&nodes);
-            (nodes, span)
-        });
+        let section = self.readers.enter();
+        let mut pos = Position::new();
+        // SAFETY: inside `section`'s read section, which the lock keeps until its swap or drop
+        // (so `pos` stays valid for the swap); the held nodes pin themselves besides.
+        let (nodes, levels) = unsafe { self.raw.lock_range_at(iv.start, iv.end, &mut pos) };
+        // SAFETY: `nodes` came from `lock_range_at` and are held.
+        let span = unsafe { held_span(&nodes) };
         Ok(SkipLocked {
             map: self,
             range: iv,
             nodes,
             span,
+            pos,
+            levels,
+            section,
         })
     }
 
@@ -922,12 +964,23 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
             }
             last_end = iv.end;
         }
-        let SkipLocked { nodes, .. } = locked;
-        self.readers.with(|_, stripe, retired| {
-            // SAFETY: `nodes` are held (moved out of the lock; released on unwind).
-            // No hint: the lock was taken in another read section.
-            unsafe { self.swap_with(nodes, r.start, r.end, new_intervals, stripe, None, retired) }
-        })
+        let SkipLocked {
+            nodes,
+            pos,
+            levels,
+            mut section,
+            ..
+        } = locked;
+        let (stripe, retired) = section.parts();
+        // SAFETY: `nodes` are held (moved out of the lock into `swap_with`, which releases them
+        // on unwind, before `section` ends). The hint
+        // came from the `lock_range_at` that took them, in `section`, still open; `narrow` may
+        // have released nodes since, which leaves every hinted predecessor before the range
+        // (`swap_with`'s hint contract; see "One traversal per edit").
+        unsafe {
+            let hint = Some((&pos, levels));
+            self.swap_with(nodes, r.start, r.end, new_intervals, stripe, hint, retired)
+        }
     }
 }
 

@@ -46,6 +46,10 @@
 //!   read). Caught mutations: `Hint::read` Acquire -> Relaxed, `Hint::retreat` Release ->
 //!   Relaxed (the orderings were Relaxed until this model failed).
 //!
+//! - `held_swap_revalidates_the_predecessors_its_lock_recorded`: the swap of a held range
+//!   re-searches from the per-level predecessors its lock recorded, skipping one that a
+//!   concurrent swap removed (issue 21, one traversal per edit).
+//!
 //! Mutations these models were checked against (each applied by hand, the model failed, restored):
 //! lock of an INVALIDATED predecessor treated as held (caught by the first model and by
 //! `fused_swap_refinds_...`); `lock_node` CAS failure treated as success; no advance past an
@@ -53,7 +57,8 @@
 //! padded hint not moved back by a free, and `Hint::advance` as a plain store (caught by
 //! `a_free_behind_a_padded_alloc_...`); the alloc claim as a plain store instead of a CAS
 //! (caught by `padded_alloc_vs_map_into_its_gap` among others); an alloc walking past a LOCKED
-//! gap that fits instead of waiting. Not caught,
+//! gap that fits instead of waiting; `usable_hint` without its validation (caught by
+//! `held_swap_revalidates_...`, which exceeds loom's branch limit). Not caught,
 //! because it is not observable: `find` walking on through an INVALIDATED level-0 node instead of
 //! restarting. Its level-0 result is only ever used through a check that rejects such a node
 //! (`lock_node` fails on it, `alloc` restarts when a fitting gap's link is INVALIDATED) and the
@@ -724,5 +729,54 @@ fn a_range_after_a_gap_holds_the_gap_up_to_its_distant_predecessor() {
         // Either order: the alloc takes the lowest free page, 1.
         assert_eq!(at, 1, "alloc outside the lowest free page");
         assert_eq!(got, vec![(0, 1, 1), (1, 2, 7), (2, 3, 9), (4, 5, 4)]);
+    });
+}
+
+/// One traversal per edit (`skiplist.rs`, "One traversal per edit"; `traverse.rs`, "Hinted
+/// searches"): a held range's swap starts each upper level from the predecessor its lock
+/// recorded, after validating it. The lock of `[4, 5)` records `[0, 1)` (height 3) at level 2
+/// and `[2, 3)` (height 2) at level 1; the swap raises `[4, 5)` to height 3. Meanwhile another
+/// swap replaces `[0, 1)` by a node of height 1 (marking it DELETED at levels 1-2 and unlinking
+/// it). The held swap's level-2 CAS then fails on the dead predecessor, and its re-search must
+/// start level 2 from the head (the recorded node is unusable), level 1 from the recorded
+/// `[2, 3)` (still linked). Lock and swap run as the facade's `lock` and `swap` do (the swap
+/// later, with the lock's `Position`); the facade keeps their read section open in between,
+/// which is what keeps the dead predecessor allocated here (nothing is freed while the model
+/// runs).
+///
+/// Mutation: `usable_hint` without the validation (a recorded predecessor is used whatever its
+/// tag, the tag stripped): the re-search stands on the dead `[0, 1)` at level 2, whose frozen
+/// link leads nowhere, so the CAS on it fails for ever while the new node stays LOCKED.
+/// Failure: `Model exceeded maximum number of branches. This is often caused by an algorithm
+/// requiring the processor to make progress, e.g. spin locks.`
+#[test]
+fn held_swap_revalidates_the_predecessors_its_lock_recorded() {
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(
+            &list,
+            0,
+            8,
+            vec![node(0, 1, 3, 1), node(2, 3, 2, 2), node(4, 5, 1, 4)],
+        );
+        let replacer = {
+            let list = Arc::clone(&list);
+            thread::spawn(move || map_fused(&list, 0, 1, vec![node(0, 1, 1, 10)]))
+        };
+        let mut pos = Position::new();
+        // SAFETY: nothing is freed while the model's threads run (the facade: the lock's read
+        // section lasts until the swap).
+        let r1 = unsafe {
+            let (locked, levels) = list.lock_range_at(4 * P, 5 * P, &mut pos);
+            thread::yield_now();
+            let new = [node(4, 5, 3, 40)];
+            let locked = list.swap_locked_at(locked, 4 * P, 5 * P, &new, Some((&pos, levels)));
+            Retired(locked[1..].to_vec())
+        };
+        let r2 = replacer.join().unwrap();
+        assert_eq!(at_level(&list, 2), vec![(4, 5)], "level 2");
+        assert_eq!(at_level(&list, 1), vec![(2, 3), (4, 5)], "level 1");
+        let got = finish(&list, vec![r0, r1, r2]);
+        assert_eq!(got, vec![(0, 1, 10), (2, 3, 2), (4, 5, 40)]);
     });
 }

@@ -12,12 +12,19 @@
 //! operation gets mutably while it holds the slot: thread-local-like state without a shared
 //! write. A temporary reader gets a fresh `L`, which [`SlotLocal::release`] empties after use.
 //!
+//! [`ReaderPool::enter`] opens the same kind of read section as an owned [`Section`] that
+//! outlives the call: a held range of the skiplist (`SkipLocked`) keeps the section its lock
+//! began in until its swap, so that the swap may reuse the nodes the lock's traversal found
+//! (see the skiplist's module doc, "One traversal per edit").
+//!
 //! Not for: queries (they take the caller's guard).
 
 use crate::sync::stat::AtomicUsize;
 use crate::sync::Mutex;
 use aspace_rcu::{Domain, Guard, Reader};
 use crossbeam_utils::CachePadded;
+use parking_lot::MutexGuard;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 
 /// Number of slots (and `len` stripes). 256, so that up to 256 threads with consecutive thread
@@ -97,11 +104,104 @@ impl<L: SlotLocal> ReaderPool<L> {
         r
     }
 
+    /// Opens a read section that the caller keeps (see [`Section`]): takes a slot as
+    /// [`with`](Self::with) does (the home slot first, a temporary reader if all are busy).
+    #[inline]
+    pub(crate) fn enter(&self) -> Section<'_, L> {
+        let home = home_slot();
+        for k in 0..SLOTS {
+            let idx = (home + k) % SLOTS;
+            if let Some(mut slot) = self.slots[idx].try_lock() {
+                if slot.reader.is_none() {
+                    slot.reader = Some(self.domain.register());
+                }
+                let reader: *const Reader = slot.reader.as_ref().expect("registered above");
+                // SAFETY: the reader lives in the slot, which the returned section keeps
+                // locked (so nobody replaces or drops it) and which does not move (the slots
+                // are a boxed slice owned by `self`, borrowed for the section's lifetime); the
+                // guard is dropped before the slot's lock (`Section`'s drop).
+                let guard = unsafe { &*reader }.read();
+                return Section {
+                    guard: ManuallyDrop::new(guard),
+                    stripe: idx,
+                    home: Home::Pooled(ManuallyDrop::new(slot)),
+                    domain: &self.domain,
+                };
+            }
+        }
+        let reader = Box::new(self.domain.register());
+        let r: *const Reader = &*reader;
+        // SAFETY: the reader is boxed (it does not move) and owned by the section, which drops
+        // the guard before it (`Section`'s drop).
+        let guard = unsafe { &*r }.read();
+        Section {
+            guard: ManuallyDrop::new(guard),
+            stripe: home,
+            home: Home::Temporary(ManuallyDrop::new((reader, L::default()))),
+            domain: &self.domain,
+        }
+    }
+
     /// Runs `f` on every slot's state in turn, outside any read section (waits for a slot that
     /// an operation holds).
     pub(crate) fn for_each_local(&self, mut f: impl FnMut(&mut L)) {
         for slot in self.slots.iter() {
             f(&mut slot.lock().local);
+        }
+    }
+}
+
+/// Where a [`Section`]'s reader and state live.
+enum Home<'a, L> {
+    /// A pool slot, locked for the section's lifetime.
+    Pooled(ManuallyDrop<MutexGuard<'a, Slot<L>>>),
+    /// A temporary reader (every slot was busy) and its fresh state.
+    Temporary(ManuallyDrop<(Box<Reader>, L)>),
+}
+
+/// An open read section of a pooled (or temporary) reader, with the slot's stripe and state:
+/// what [`ReaderPool::with`] hands its closure, kept by the caller until dropped. `!Send` (a
+/// read section ends on the thread that began it). While it lives, no grace period of the
+/// domain can end: its holder must not wait for one (`synchronize`, `barrier`), nor for a
+/// thread that does.
+pub(crate) struct Section<'a, L: SlotLocal> {
+    /// Borrows the reader in `home` (lifetime extended to `'a`): dropped first.
+    guard: ManuallyDrop<Guard<'a>>,
+    stripe: usize,
+    home: Home<'a, L>,
+    domain: &'a Domain,
+}
+
+impl<L: SlotLocal> Section<'_, L> {
+    /// The stripe index (the slot's) and the slot's state, for use inside the section.
+    #[inline]
+    pub(crate) fn parts(&mut self) -> (usize, &mut L) {
+        let local = match &mut self.home {
+            Home::Pooled(slot) => &mut slot.local,
+            Home::Temporary(t) => &mut t.1,
+        };
+        (self.stripe, local)
+    }
+
+    /// The section's guard.
+    #[allow(dead_code)]
+    pub(crate) fn guard(&self) -> &Guard<'_> {
+        &self.guard
+    }
+}
+
+impl<L: SlotLocal> Drop for Section<'_, L> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, before the reader it borrows (below).
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        match &mut self.home {
+            // SAFETY: dropped once, here; the guard that borrowed the slot's reader is gone.
+            Home::Pooled(slot) => unsafe { ManuallyDrop::drop(slot) },
+            Home::Temporary(t) => {
+                t.1.release(self.domain);
+                // SAFETY: dropped once, here; the guard that borrowed the reader is gone.
+                unsafe { ManuallyDrop::drop(t) };
+            }
         }
     }
 }

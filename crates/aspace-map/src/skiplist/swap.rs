@@ -64,7 +64,8 @@ impl<V> RawSkipList<V> {
     }
 
     /// `swap_locked` that returns every node it was given (the old nodes are `[1..]`, for the
-    /// caller to retire) and may skip step 3's `find`: `hint` is the `(pos, levels)` that
+    /// caller to retire) and may skip step 3's `find` (or, when it cannot, start each level of
+    /// it from the hinted predecessor, `find_hinted`): `hint` is the `(pos, levels)` that
     /// `lock_range_at` returned for these locks. When the hint covers every level of the old and
     /// new nodes, the old nodes' upper-level runs are unlinked by one CAS per level from the
     /// hinted predecessors (`unlink_old_runs`; any failure falls back to `find`), and the hinted
@@ -124,22 +125,32 @@ impl<V> RawSkipList<V> {
         self.raise_top(maxh);
         let levels = self.levels().max(maxh);
         let mut pos = Position::new();
+        let n = maxh.max(old_maxh);
         let fused = match hint {
             // Only levels `1..` of `pos` are read below (unlinking and linking towers): with
             // every old and new node of height 1 there is nothing to find.
-            _ if maxh.max(old_maxh) <= 1 => true,
-            Some((h, hl)) if hl >= maxh.max(old_maxh) => {
-                let n = maxh.max(old_maxh);
-                pos.preds[..n].copy_from_slice(&h.preds[..n]);
-                pos.succs[..n].copy_from_slice(&h.succs[..n]);
+            _ if n <= 1 => true,
+            Some((h, hl)) => {
+                let k = hl.min(n);
+                pos.preds[..k].copy_from_slice(&h.preds[..k]);
+                pos.succs[..k].copy_from_slice(&h.succs[..k]);
                 // SAFETY: precondition forwarded (the hint's nodes are alive in this section).
-                unsafe { Self::unlink_old_runs(old, old_maxh, &mut pos) }
+                hl >= n && unsafe { Self::unlink_old_runs(old, old_maxh, &mut pos) }
             }
-            _ => false,
+            None => false,
         };
         if !fused {
-            // SAFETY: precondition forwarded.
-            unsafe { self.find(s, e, levels, &mut pos) };
+            if hint.is_some() {
+                // Each level's hinted predecessor, validated, is where that level's search
+                // starts (`find_hinted`); the levels the hint lacks start from the level above.
+                // SAFETY: precondition forwarded: `pos.preds` holds nodes the hint's traversal
+                // reached in this read section (or null), and `unlink_old_runs` only changed
+                // `pos.succs`.
+                unsafe { self.find_hinted(s, e, levels, &mut pos) };
+            } else {
+                // SAFETY: precondition forwarded.
+                unsafe { self.find(s, e, levels, &mut pos) };
+            }
         }
         // The level-0 successor is stable: the last locked node holds the gap before it.
         let last = *locked.last().expect("at least the predecessor");
@@ -239,7 +250,8 @@ impl<V> RawSkipList<V> {
     /// inside the chain's span: the gaps between new nodes are held by their LOCKED links.
     ///
     /// # Safety
-    /// The caller holds the new nodes' locks and keeps reachable nodes alive.
+    /// The caller holds the new nodes' locks and keeps reachable nodes alive; every non-null
+    /// `pos.preds` entry was reached by a traversal in the caller's current read section.
     pub(crate) unsafe fn link_upper(
         &self,
         left: &[*mut Node<V>; MAX_HEIGHT],
@@ -267,8 +279,10 @@ impl<V> RawSkipList<V> {
                 }
                 // SAFETY: our new nodes, alive; their intervals are immutable.
                 let (cs, ce) = unsafe { ((*left[i]).start, (*right[i]).end) };
+                // Every `pos.preds` entry was reached by a traversal of this read section, so
+                // the re-find may start from them (validated per level, `find_hinted`).
                 // SAFETY: precondition forwarded.
-                unsafe { self.find(cs, ce, levels, pos) };
+                unsafe { self.find_hinted(cs, ce, levels, pos) };
             }
         }
     }

@@ -374,3 +374,34 @@ fn every_commit_marks_the_nodes_it_takes_out_and_only_those() {
     );
     drop(guard);
 }
+
+/// One traversal per edit (module doc): a held range's swap starts from the predecessors its
+/// lock recorded. Here, between each lock and its swap, the nodes just before the held range
+/// (what the lock recorded at the upper levels, when they are tall) are replaced by nodes of
+/// other heights, so the swap finds recorded predecessors DELETED and must skip them
+/// (`find_hinted`'s validation); the structure must stay intact and every value must be the
+/// last one written.
+#[test]
+fn a_held_swap_skips_recorded_predecessors_replaced_since_its_lock() {
+    let m = SkipListMap::new(Domain::new());
+    let n = 256u64;
+    let page = |k: u64| 2 * k * P..(2 * k + 1) * P;
+    for k in 0..n {
+        m.map(page(k), Some(k)).unwrap();
+    }
+    for round in 1..=4u64 {
+        for k in 4..n {
+            let held = m.lock(page(k)).unwrap();
+            // The held lock owns node `k - 1` (its level-0 predecessor): replace the ones
+            // before it.
+            for j in k - 4..k - 1 {
+                m.map(page(j), Some(j + 1000 * round)).unwrap();
+            }
+            let iv = Interval::try_from(page(k)).unwrap();
+            m.swap(held, vec![(iv, k + 1000 * round)]).unwrap();
+            m.check_invariants();
+        }
+    }
+    let want: Vec<_> = (0..n).map(|k| (2 * k, 2 * k + 1, k + 4000)).collect();
+    assert_eq!(all(&m), want);
+}
