@@ -114,7 +114,8 @@ use super::window::WindowMap;
 use super::windowed::{ClaimError, RangeMap, Windowed};
 use crate::region::store::{region_skiplist, StoredRegion};
 use aspace_map::{
-    ArenaAllocError, ArenaLayout, Interval, IntervalMap, SkipListMap, SkipLocked, PAGE_SIZE,
+    ArenaAllocError, ArenaLayout, Interval, IntervalMap, SkipListMap, SkipLocked, KEY_SPACE_END,
+    PAGE_SIZE,
 };
 use aspace_rcu::Domain;
 use std::ops::Range;
@@ -151,6 +152,18 @@ impl WindowMap for SkipListMap<StoredRegion> {
             .expect("the changed span lies inside the held range");
         let r = locked.range();
         r.start..r.end
+    }
+
+    /// A held predecessor that is no interval and not the head (whose end is 0), or a
+    /// successor of the last held node that is no interval and exists (else the span reaches
+    /// the key space's end): an arena separator.
+    fn separator_ends(locked: &SkipLocked<'_, StoredRegion>) -> [bool; 2] {
+        let span = locked.stable_span();
+        let (prev, next) = locked.neighbours();
+        [
+            prev.is_none() && span.start > 0,
+            next.is_none() && span.end < KEY_SPACE_END,
+        ]
     }
 }
 

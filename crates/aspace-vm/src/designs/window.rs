@@ -89,6 +89,16 @@ pub(crate) trait WindowMap: IntervalLocking<StoredRegion> {
     /// held range) and returns the span that swap replaces: every region of the window
     /// overlapping it is passed to the swap, and lies inside it.
     fn commit_span(locked: &mut Self::Locked<'_>, changed: Range<u64>) -> Range<u64>;
+
+    /// Whether the lock's stable span ends, below and above, at a node of the map that is no
+    /// region (an arena separator of the skiplist): the free span there goes on past what the
+    /// window holds ([`Window::free_span_cut`]). None by default: a map without such nodes
+    /// (the radix tree, whose window is its held slots, frees the tables past them at
+    /// `reclaim_tables`).
+    fn separator_ends(locked: &Self::Locked<'_>) -> [bool; 2] {
+        let _ = locked;
+        [false, false]
+    }
 }
 
 /// Where a piece of the window's region list lives.
@@ -203,6 +213,28 @@ impl<'m, M: WindowMap> Window<'m, M> {
     fn index_of(&self, addr: u64) -> Option<usize> {
         let i = self.pieces.partition_point(|p| p.end <= addr);
         (i < self.pieces.len() && self.pieces[i].start <= addr).then_some(i)
+    }
+
+    /// The free span around `range` (free in the window): from the end of the last held
+    /// region below it (or the stable span's start) to the start of the first above it (or the
+    /// stable span's end).
+    pub(crate) fn free_span_around(&self, range: Range<u64>) -> Range<u64> {
+        let lo = self.end_at_or_below(range.start);
+        let i = self.pieces.partition_point(|p| p.end <= range.start);
+        let hi = self.pieces.get(i).map_or(self.span.end, |p| p.start);
+        lo.min(range.start)..hi.max(range.end)
+    }
+
+    /// [`Window::free_span_around`] `range` when it ends at a separator on some side
+    /// ([`WindowMap::separator_ends`]), so that the true free span, and page tables wholly
+    /// inside it, may reach past what the window holds; `None` when it ends at regions or at
+    /// the ends of the key space (it is then the true free span).
+    pub(crate) fn free_span_cut(&self, range: Range<u64>) -> Option<Range<u64>> {
+        let [sep_lo, sep_hi] = M::separator_ends(self.locked.as_ref()?);
+        let free = self.free_span_around(range);
+        let cut =
+            (sep_lo && free.start == self.span.start) || (sep_hi && free.end == self.span.end);
+        cut.then_some(free)
     }
 
     /// Publishes what edits changed (one `swap` of [`WindowMap::commit_span`] of the changed

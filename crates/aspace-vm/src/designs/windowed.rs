@@ -41,6 +41,7 @@ use super::window::{Window, WindowMap};
 use crate::config::CountLimit;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
+use crate::page_table::TableAt;
 use crate::region::count::RegionCount;
 use crate::region::gap::HighestGap;
 use crate::region::shmem::ShmemNumbers;
@@ -50,7 +51,7 @@ use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
 use crate::shootdown::Targets;
 use crate::types::{Access, Prot, RegionInfo, Sharing};
-use aspace_map::{ArenaLayout, Interval, KEY_SPACE_END};
+use aspace_map::{ArenaLayout, Interval, KEY_SPACE_END, PAGE_SIZE};
 use aspace_rcu::Domain;
 use aspace_sync::{AtomicCounter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
@@ -95,6 +96,9 @@ pub(crate) enum ClaimError {
 
 /// Levels of page tables below the root (passes of `reclaim_tables`).
 const PAGE_TABLE_LEVELS: usize = 3;
+
+/// What the tables below the root cover, leaves first (2 MiB, 1 GiB, 512 GiB).
+const TABLE_COVERAGES: [u64; PAGE_TABLE_LEVELS] = [2 << 20, 1 << 30, 1 << 39];
 
 /// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
 pub(crate) const PLACEMENT_TRIES: usize = 4;
@@ -220,6 +224,54 @@ impl<M: RangeMap> Windowed<M> {
         Some(Ok(start))
     }
 
+    /// Frees the page tables around `range` (just unmapped under LW, which the caller still
+    /// holds) that lie past the separators its window stopped at (module doc, "Page tables
+    /// past separators"); `freed` is the free span whose tables the `munmap` freed.
+    fn free_tables_past_separators(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        range: Range<u64>,
+        freed: Range<u64>,
+    ) {
+        for end in [range.start, range.end - PAGE_SIZE] {
+            let mut freed = freed.clone();
+            for coverage in TABLE_COVERAGES {
+                let start = end & !(coverage - 1);
+                let block = start..start + coverage;
+                if freed.start <= block.start && block.end <= freed.end {
+                    continue; // Freed by the `munmap` itself.
+                }
+                match sh.tables.table_at(&block) {
+                    TableAt::Busy => break, // So are the tables above it.
+                    TableAt::Absent => continue,
+                    TableAt::Empty => {}
+                }
+                let span = self.in_window(sh, core, block.clone(), |sh, core, w| {
+                    if w.overlapping(block.clone()).next().is_some() {
+                        return None; // A region keeps the table.
+                    }
+                    let span = w.free_span_around(block.clone());
+                    // No region intersects `span` and the window keeps it so (no insert into
+                    // its stable span); every entry in it was cleared by the edits that
+                    // removed its regions, which committed before this window was taken.
+                    sh.tables.free_tables(
+                        Targets::All,
+                        &core.reader,
+                        &mut core.tables,
+                        span.clone(),
+                        &sh.domain,
+                    );
+                    Some(span)
+                });
+                match span {
+                    Some(span) => freed = span,
+                    None => break,
+                }
+            }
+        }
+    }
+
     /// Where `placement` would go now, by lock-free scans (exact when no LW holder runs).
     fn choose(&self, core: &Core, placement: Placement, len: u64, bounds: Bounds) -> Option<u64> {
         let guard = core.reader.read();
@@ -306,11 +358,18 @@ impl<M: RangeMap> DesignOps for Windowed<M> {
         self.mmap_placed(sh, core, req)
     }
 
+    /// `munmap` under LW and the range's window; then the page tables past the separators the
+    /// window stopped at (module doc, "Page tables past separators").
     fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
         let _lw = self.lock.lw(core.id.index());
-        self.in_window(sh, core, range.clone(), |sh, core, w| {
-            munmap_locked(sh, core, w, range)
-        })
+        let cut = self.in_window(sh, core, range.clone(), |sh, core, w| {
+            munmap_locked(sh, core, w, range.clone())?;
+            Ok::<_, VmError>(w.free_span_cut(range.clone()))
+        })?;
+        if let Some(freed) = cut {
+            self.free_tables_past_separators(sh, core, range, freed);
+        }
+        Ok(())
     }
 
     fn mprotect(
