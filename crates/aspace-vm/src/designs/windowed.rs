@@ -24,6 +24,29 @@
 //!   while the range is held.
 //! - **Limits**: the region count through a per-core limit counter (`region/count.rs`).
 //!
+//! # Page tables past separators
+//!
+//! `munmap` frees the page tables wholly inside the free span around its range
+//! (`syscalls::munmap_locked`), as far as its window sees it. The skiplist's windows stop at
+//! the arena separators next to what they hold (`WindowMap::separator_ends`), so a table
+//! covering a separator (a 512 GiB level-3 table over eight 64 GiB arenas, or any table when
+//! arenas are small) would stay linked after the last region under it went (issue 21: 8 such
+//! tables after a 64-core churn). So when the free span ends at a separator
+//! (`Window::free_span_cut`), after the commit and still under LW, for each end of the range
+//! and each table level upwards: a block already inside the freed span was freed; else the
+//! table there is probed lock-free (`PageTables::table_at`): busy, stop (the tables above hold
+//! it); absent, go up; empty, take a window over the block, and if no region overlaps it free
+//! the tables of the free span around it (exact: the window holds the block, and no region can
+//! appear in its stable span), then go up. The probe begins with a `SeqCst` fence after the
+//! caller's own frees, so two cores that emptied two parts of one table do not both see the
+//! other's part and leave it (the loom model `loom_two_cores_freeing_a_tables_last_children_
+//! one_sees_it_empty`, `page_table/loom_tests.rs`). Cost: one probe walk when a window stops
+//! at a separator (an arena emptied), and a second window only when a table there is empty.
+//! The radix tree has no separators: its windows hold only their slots, and its owner tree's
+//! tables past them are freed by `reclaim_tables`, which runs at every detach (`handle.rs`) and
+//! on `discard_page_tables`. The test: `stress_churn_then_unmap_everything_frees_every_page_
+//! table` (every design's conformance suite).
+//!
 //! # Departures common to both maps
 //!
 //! The commit's `swap` allocates after the page tables were edited: out of memory there
