@@ -134,8 +134,11 @@ impl WindowMap for SkipListMap<StoredRegion> {
         locked.stable_span()
     }
 
-    fn held<'a>(locked: &'a SkipLocked<'_, StoredRegion>) -> Vec<(Interval, &'a StoredRegion)> {
-        locked.intervals().collect()
+    fn held<'a>(
+        locked: &'a SkipLocked<'_, StoredRegion>,
+        f: impl FnMut((Interval, &'a StoredRegion)),
+    ) {
+        locked.intervals().for_each(f);
     }
 
     fn borders<'a>(

@@ -69,6 +69,7 @@ use crate::region::store::{RegionRef, RegionStore, StoredRegion};
 use crate::region::{AnonId, Region};
 use crate::semantics::Bounds;
 use aspace_map::{Interval, IntervalLocking, KEY_SPACE_END, PAGE_SIZE};
+use smallvec::SmallVec;
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -80,8 +81,8 @@ pub(crate) trait WindowMap: IntervalLocking<StoredRegion> {
     fn hold(&self, range: Range<u64>) -> Self::Locked<'_>;
     /// The span in which no region but the held ones can appear while `locked` lives.
     fn stable_span(locked: &Self::Locked<'_>) -> Range<u64>;
-    /// The held regions, in address order, each once.
-    fn held<'a>(locked: &'a Self::Locked<'_>) -> Vec<(Interval, &'a StoredRegion)>;
+    /// Calls `f` on the held regions, in address order, each once.
+    fn held<'a>(locked: &'a Self::Locked<'_>, f: impl FnMut((Interval, &'a StoredRegion)));
     /// The unchangeable regions just outside the held ones that the lock guarantees (module
     /// doc), before and after.
     fn borders<'a>(locked: &'a Self::Locked<'_>) -> [Option<(Interval, &'a StoredRegion)>; 2];
@@ -109,6 +110,13 @@ enum Value {
     New(Box<StoredRegion>),
 }
 
+/// Regions a window keeps inline before its lists spill to the heap: an edit's region, its two
+/// neighbours and a split part.
+const INLINE_PIECES: usize = 4;
+
+/// A list of a window's regions.
+type Pieces = SmallVec<[Piece; INLINE_PIECES]>;
+
 /// One region of the window.
 struct Piece {
     start: u64,
@@ -123,8 +131,9 @@ pub(crate) struct Window<'m, M: WindowMap + 'm> {
     locked: Option<M::Locked<'m>>,
     /// The lock's stable span: no region but the held ones can appear in it.
     span: Range<u64>,
-    /// The regions of the window, sorted.
-    pieces: Vec<Piece>,
+    /// The regions of the window, sorted (inline up to [`INLINE_PIECES`]: a call of the common
+    /// paths allocates no list).
+    pieces: Pieces,
     /// The regions just outside the held ones (the lock's predecessor and the successor of
     /// its last node), read-only: only adjacency lookups see them (a first write adopts a
     /// neighbour's anon identity), edits never reach them.
@@ -169,7 +178,8 @@ impl<'m, M: WindowMap> Window<'m, M> {
             end: iv.end,
             value: Value::Held(v),
         };
-        let pieces = M::held(&locked).into_iter().map(piece).collect();
+        let mut pieces = Pieces::new();
+        M::held(&locked, |h| pieces.push(piece(h)));
         let borders = M::borders(&locked).map(|b| b.map(piece));
         Window {
             map,
@@ -439,8 +449,8 @@ impl<M: WindowMap> RegionStore for Window<'_, M> {
         };
         let first = self.pieces.partition_point(|p| p.end <= lo);
         let last = self.pieces.partition_point(|p| p.start < hi);
-        let removed: Vec<Piece> = self.pieces.drain(first..last).collect();
-        let replacement: Vec<Piece> = new
+        let removed: Pieces = self.pieces.drain(first..last).collect();
+        let replacement: Pieces = new
             .iter()
             .map(|r| {
                 // A region the edit left as it was keeps its node's value.
@@ -484,7 +494,7 @@ impl<M: WindowMap> RegionStore for Window<'_, M> {
         if new_count < old_count {
             self.released += old_count - new_count;
         }
-        self.pieces.splice(first..first, replacement);
+        self.pieces.insert_many(first, replacement);
         self.changed = Some(match self.changed.take() {
             Some(c) => c.start.min(c_lo)..c.end.max(c_hi),
             None => c_lo..c_hi,
