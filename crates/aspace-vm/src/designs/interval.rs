@@ -66,9 +66,11 @@
 //! and a window around their range, run the Linux body on it, and commit the window's regions
 //! with one skiplist swap at the end: page-table clearing, the freeing of the tables of the
 //! widened gap (which the window holds) and the shootdown all happen while the range is still
-//! held. `MAP_POPULATE` faults the pages in after the commit (`Designs::populate`): a
-//! translation never exists before its region is in the skiplist, so a stage-1 fault that finds
-//! no region may answer `Unmapped`.
+//! held; when that gap ends at an arena separator, the tables past it are probed and freed
+//! under a second window (`windowed.rs`, "Page tables past separators"). `MAP_POPULATE`
+//! faults the pages in after the commit (`Designs::populate`): a translation never exists
+//! before its region is in the skiplist, so a stage-1 fault that finds no region may answer
+//! `Unmapped`.
 //!
 //! # Limits
 //!
