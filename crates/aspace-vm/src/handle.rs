@@ -317,6 +317,13 @@ impl Drop for CoreHandle {
             // (`fork.rs`); dropping the `Arc` of the space touches no lock either.
             return;
         }
+        // The design's own empty metadata tables where no region lies go before the core does
+        // (`radix`'s owner tree keeps the tables at the edges of what its windows held until a
+        // reclaim; nothing to do for the other designs): after every core detached, the page
+        // tables are back to the space's baseline (issue 21).
+        self.space
+            .design
+            .reclaim_tables(&self.space.shared, &mut self.core);
         self.core.detach(&self.space.shared);
         // SAFETY: dropped once, here, and never used again (`self` is being dropped).
         unsafe { ManuallyDrop::drop(&mut self.core) };

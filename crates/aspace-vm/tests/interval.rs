@@ -388,3 +388,35 @@ fn a_first_write_adopts_the_anon_identity_of_a_neighbour_outside_the_locked_rang
         assert_eq!((maps[0].start, maps[0].end), (a, a + 6 * P), "{design:?}");
     }
 }
+
+/// Issue 21: two cores map and write in their own arenas, which share one leaf table (and
+/// every table above), then each unmaps its own mapping: the last `munmap` frees every table
+/// although its window stops at the separator between the arenas (before, the leaf and the
+/// tables above it stayed until an `munmap` of the whole space).
+#[test]
+fn unmapping_the_last_region_of_each_arena_frees_the_tables_they_shared() {
+    let space = arena_space(1000);
+    let (mut a, mut b) = (space.attach().unwrap(), space.attach().unwrap());
+    let ma = a.mmap(0, 2 * P, Prot::READ_WRITE, PA).unwrap();
+    let mb = b.mmap(0, 2 * P, Prot::READ_WRITE, PA).unwrap();
+    assert!(
+        ma / (2 << 20) == mb / (2 << 20) && ma.abs_diff(mb) >= ARENA / 2,
+        "two arenas under one leaf table: {ma:#x} {mb:#x}"
+    );
+    a.write(ma, &[1]).unwrap();
+    b.write(mb + P, &[2]).unwrap();
+    assert_eq!(space.stats().page_tables, 4, "root, two levels, one leaf");
+    a.munmap(ma, 2 * P).unwrap();
+    assert_eq!(
+        space.stats().page_tables,
+        4,
+        "b's page still needs the leaf"
+    );
+    b.munmap(mb, 2 * P).unwrap();
+    let st = space.stats();
+    assert_eq!((st.regions, st.frames_in_use), (0, 0));
+    assert_eq!(
+        st.page_tables, 1,
+        "every table freed past the separator: {st:?}"
+    );
+}

@@ -66,9 +66,11 @@
 //! and a window around their range, run the Linux body on it, and commit the window's regions
 //! with one skiplist swap at the end: page-table clearing, the freeing of the tables of the
 //! widened gap (which the window holds) and the shootdown all happen while the range is still
-//! held. `MAP_POPULATE` faults the pages in after the commit (`Designs::populate`): a
-//! translation never exists before its region is in the skiplist, so a stage-1 fault that finds
-//! no region may answer `Unmapped`.
+//! held; when that gap ends at an arena separator, the tables past it are probed and freed
+//! under a second window (`windowed.rs`, "Page tables past separators"). `MAP_POPULATE`
+//! faults the pages in after the commit (`Designs::populate`): a translation never exists
+//! before its region is in the skiplist, so a stage-1 fault that finds no region may answer
+//! `Unmapped`.
 //!
 //! # Limits
 //!
@@ -114,7 +116,8 @@ use super::window::WindowMap;
 use super::windowed::{ClaimError, RangeMap, Windowed};
 use crate::region::store::{region_skiplist, StoredRegion};
 use aspace_map::{
-    ArenaAllocError, ArenaLayout, Interval, IntervalMap, SkipListMap, SkipLocked, PAGE_SIZE,
+    ArenaAllocError, ArenaLayout, Interval, IntervalMap, SkipListMap, SkipLocked, KEY_SPACE_END,
+    PAGE_SIZE,
 };
 use aspace_rcu::Domain;
 use std::ops::Range;
@@ -133,8 +136,11 @@ impl WindowMap for SkipListMap<StoredRegion> {
         locked.stable_span()
     }
 
-    fn held<'a>(locked: &'a SkipLocked<'_, StoredRegion>) -> Vec<(Interval, &'a StoredRegion)> {
-        locked.intervals().collect()
+    fn held<'a>(
+        locked: &'a SkipLocked<'_, StoredRegion>,
+        f: impl FnMut((Interval, &'a StoredRegion)),
+    ) {
+        locked.intervals().for_each(f);
     }
 
     fn borders<'a>(
@@ -151,6 +157,18 @@ impl WindowMap for SkipListMap<StoredRegion> {
             .expect("the changed span lies inside the held range");
         let r = locked.range();
         r.start..r.end
+    }
+
+    /// A held predecessor that is no interval and not the head (whose end is 0), or a
+    /// successor of the last held node that is no interval and exists (else the span reaches
+    /// the key space's end): an arena separator.
+    fn separator_ends(locked: &SkipLocked<'_, StoredRegion>) -> [bool; 2] {
+        let span = locked.stable_span();
+        let (prev, next) = locked.neighbours();
+        [
+            prev.is_none() && span.start > 0,
+            next.is_none() && span.end < KEY_SPACE_END,
+        ]
     }
 }
 

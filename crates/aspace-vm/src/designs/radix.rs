@@ -110,8 +110,11 @@ impl WindowMap for RadixMap<StoredRegion> {
         held.start..held.end
     }
 
-    fn held<'a>(locked: &'a RadixLocked<'_, StoredRegion>) -> Vec<(Interval, &'a StoredRegion)> {
-        locked.intervals().collect()
+    fn held<'a>(
+        locked: &'a RadixLocked<'_, StoredRegion>,
+        f: impl FnMut((Interval, &'a StoredRegion)),
+    ) {
+        locked.intervals().for_each(f);
     }
 
     /// None: the window holds a page on each side of its range, so an adjacent region is held.

@@ -301,8 +301,9 @@ pub(crate) fn munmap_locked(
         zap_locked(sh, core, [range.clone()]);
     }
     // Tables are freed also when nothing was mapped: a design whose frees stop short of the
-    // true gap (`interval`'s windows stop at the arena separators they do not hold) leaves
-    // tables in holes, and a later `munmap` of the hole reclaims them. Skip the table walk
+    // true gap leaves tables in holes, and a later `munmap` of the hole reclaims them
+    // (`interval`'s windows stop at the arena separators they do not hold; it frees past them
+    // itself: `designs/windowed.rs`, "Page tables past separators"). Skip the table walk
     // when no table can have become free (the common case of a page unmapped next to a
     // mapping in the same leaf table): a table is freeable only if it
     // covers part of `range` and lies inside the widened gap, and no leaf-sized block

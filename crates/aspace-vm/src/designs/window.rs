@@ -69,6 +69,7 @@ use crate::region::store::{RegionRef, RegionStore, StoredRegion};
 use crate::region::{AnonId, Region};
 use crate::semantics::Bounds;
 use aspace_map::{Interval, IntervalLocking, KEY_SPACE_END, PAGE_SIZE};
+use smallvec::SmallVec;
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -80,8 +81,8 @@ pub(crate) trait WindowMap: IntervalLocking<StoredRegion> {
     fn hold(&self, range: Range<u64>) -> Self::Locked<'_>;
     /// The span in which no region but the held ones can appear while `locked` lives.
     fn stable_span(locked: &Self::Locked<'_>) -> Range<u64>;
-    /// The held regions, in address order, each once.
-    fn held<'a>(locked: &'a Self::Locked<'_>) -> Vec<(Interval, &'a StoredRegion)>;
+    /// Calls `f` on the held regions, in address order, each once.
+    fn held<'a>(locked: &'a Self::Locked<'_>, f: impl FnMut((Interval, &'a StoredRegion)));
     /// The unchangeable regions just outside the held ones that the lock guarantees (module
     /// doc), before and after.
     fn borders<'a>(locked: &'a Self::Locked<'_>) -> [Option<(Interval, &'a StoredRegion)>; 2];
@@ -89,6 +90,16 @@ pub(crate) trait WindowMap: IntervalLocking<StoredRegion> {
     /// held range) and returns the span that swap replaces: every region of the window
     /// overlapping it is passed to the swap, and lies inside it.
     fn commit_span(locked: &mut Self::Locked<'_>, changed: Range<u64>) -> Range<u64>;
+
+    /// Whether the lock's stable span ends, below and above, at a node of the map that is no
+    /// region (an arena separator of the skiplist): the free span there goes on past what the
+    /// window holds ([`Window::free_span_cut`]). None by default: a map without such nodes
+    /// (the radix tree, whose window is its held slots, frees the tables past them at
+    /// `reclaim_tables`).
+    fn separator_ends(locked: &Self::Locked<'_>) -> [bool; 2] {
+        let _ = locked;
+        [false, false]
+    }
 }
 
 /// Where a piece of the window's region list lives.
@@ -98,6 +109,13 @@ enum Value {
     /// A region an edit made; it becomes a node at the commit.
     New(Box<StoredRegion>),
 }
+
+/// Regions a window keeps inline before its lists spill to the heap: an edit's region, its two
+/// neighbours and a split part.
+const INLINE_PIECES: usize = 4;
+
+/// A list of a window's regions.
+type Pieces = SmallVec<[Piece; INLINE_PIECES]>;
 
 /// One region of the window.
 struct Piece {
@@ -113,8 +131,9 @@ pub(crate) struct Window<'m, M: WindowMap + 'm> {
     locked: Option<M::Locked<'m>>,
     /// The lock's stable span: no region but the held ones can appear in it.
     span: Range<u64>,
-    /// The regions of the window, sorted.
-    pieces: Vec<Piece>,
+    /// The regions of the window, sorted (inline up to [`INLINE_PIECES`]: a call of the common
+    /// paths allocates no list).
+    pieces: Pieces,
     /// The regions just outside the held ones (the lock's predecessor and the successor of
     /// its last node), read-only: only adjacency lookups see them (a first write adopts a
     /// neighbour's anon identity), edits never reach them.
@@ -159,7 +178,8 @@ impl<'m, M: WindowMap> Window<'m, M> {
             end: iv.end,
             value: Value::Held(v),
         };
-        let pieces = M::held(&locked).into_iter().map(piece).collect();
+        let mut pieces = Pieces::new();
+        M::held(&locked, |h| pieces.push(piece(h)));
         let borders = M::borders(&locked).map(|b| b.map(piece));
         Window {
             map,
@@ -203,6 +223,28 @@ impl<'m, M: WindowMap> Window<'m, M> {
     fn index_of(&self, addr: u64) -> Option<usize> {
         let i = self.pieces.partition_point(|p| p.end <= addr);
         (i < self.pieces.len() && self.pieces[i].start <= addr).then_some(i)
+    }
+
+    /// The free span around `range` (free in the window): from the end of the last held
+    /// region below it (or the stable span's start) to the start of the first above it (or the
+    /// stable span's end).
+    pub(crate) fn free_span_around(&self, range: Range<u64>) -> Range<u64> {
+        let lo = self.end_at_or_below(range.start);
+        let i = self.pieces.partition_point(|p| p.end <= range.start);
+        let hi = self.pieces.get(i).map_or(self.span.end, |p| p.start);
+        lo.min(range.start)..hi.max(range.end)
+    }
+
+    /// [`Window::free_span_around`] `range` when it ends at a separator on some side
+    /// ([`WindowMap::separator_ends`]), so that the true free span, and page tables wholly
+    /// inside it, may reach past what the window holds; `None` when it ends at regions or at
+    /// the ends of the key space (it is then the true free span).
+    pub(crate) fn free_span_cut(&self, range: Range<u64>) -> Option<Range<u64>> {
+        let [sep_lo, sep_hi] = M::separator_ends(self.locked.as_ref()?);
+        let free = self.free_span_around(range);
+        let cut =
+            (sep_lo && free.start == self.span.start) || (sep_hi && free.end == self.span.end);
+        cut.then_some(free)
     }
 
     /// Publishes what edits changed (one `swap` of [`WindowMap::commit_span`] of the changed
@@ -407,8 +449,8 @@ impl<M: WindowMap> RegionStore for Window<'_, M> {
         };
         let first = self.pieces.partition_point(|p| p.end <= lo);
         let last = self.pieces.partition_point(|p| p.start < hi);
-        let removed: Vec<Piece> = self.pieces.drain(first..last).collect();
-        let replacement: Vec<Piece> = new
+        let removed: Pieces = self.pieces.drain(first..last).collect();
+        let replacement: Pieces = new
             .iter()
             .map(|r| {
                 // A region the edit left as it was keeps its node's value.
@@ -452,7 +494,7 @@ impl<M: WindowMap> RegionStore for Window<'_, M> {
         if new_count < old_count {
             self.released += old_count - new_count;
         }
-        self.pieces.splice(first..first, replacement);
+        self.pieces.insert_many(first, replacement);
         self.changed = Some(match self.changed.take() {
             Some(c) => c.start.min(c_lo)..c.end.max(c_hi),
             None => c_lo..c_hi,

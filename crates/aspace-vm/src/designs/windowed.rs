@@ -24,6 +24,29 @@
 //!   while the range is held.
 //! - **Limits**: the region count through a per-core limit counter (`region/count.rs`).
 //!
+//! # Page tables past separators
+//!
+//! `munmap` frees the page tables wholly inside the free span around its range
+//! (`syscalls::munmap_locked`), as far as its window sees it. The skiplist's windows stop at
+//! the arena separators next to what they hold (`WindowMap::separator_ends`), so a table
+//! covering a separator (a 512 GiB level-3 table over eight 64 GiB arenas, or any table when
+//! arenas are small) would stay linked after the last region under it went (issue 21: 8 such
+//! tables after a 64-core churn). So when the free span ends at a separator
+//! (`Window::free_span_cut`), after the commit and still under LW, for each end of the range
+//! and each table level upwards: a block already inside the freed span was freed; else the
+//! table there is probed lock-free (`PageTables::table_at`): busy, stop (the tables above hold
+//! it); absent, go up; empty, take a window over the block, and if no region overlaps it free
+//! the tables of the free span around it (exact: the window holds the block, and no region can
+//! appear in its stable span), then go up. The probe begins with a `SeqCst` fence after the
+//! caller's own frees, so two cores that emptied two parts of one table do not both see the
+//! other's part and leave it (the loom model `loom_two_cores_freeing_a_tables_last_children_
+//! one_sees_it_empty`, `page_table/loom_tests.rs`). Cost: one probe walk when a window stops
+//! at a separator (an arena emptied), and a second window only when a table there is empty.
+//! The radix tree has no separators: its windows hold only their slots, and its owner tree's
+//! tables past them are freed by `reclaim_tables`, which runs at every detach (`handle.rs`) and
+//! on `discard_page_tables`. The test: `stress_churn_then_unmap_everything_frees_every_page_
+//! table` (every design's conformance suite).
+//!
 //! # Departures common to both maps
 //!
 //! The commit's `swap` allocates after the page tables were edited: out of memory there
@@ -41,6 +64,7 @@ use super::window::{Window, WindowMap};
 use crate::config::CountLimit;
 use crate::core_state::Core;
 use crate::error::{Fault, Limit, VmError};
+use crate::page_table::TableAt;
 use crate::region::count::RegionCount;
 use crate::region::gap::HighestGap;
 use crate::region::shmem::ShmemNumbers;
@@ -50,7 +74,7 @@ use crate::semantics::{AdviceEffect, Bounds, MmapRequest, Placement};
 use crate::shared::Shared;
 use crate::shootdown::Targets;
 use crate::types::{Access, Prot, RegionInfo, Sharing};
-use aspace_map::{ArenaLayout, Interval, KEY_SPACE_END};
+use aspace_map::{ArenaLayout, Interval, KEY_SPACE_END, PAGE_SIZE};
 use aspace_rcu::Domain;
 use aspace_sync::{AtomicCounter, HybridLock, LimitCounter};
 use std::ops::{ControlFlow, Range};
@@ -95,6 +119,9 @@ pub(crate) enum ClaimError {
 
 /// Levels of page tables below the root (passes of `reclaim_tables`).
 const PAGE_TABLE_LEVELS: usize = 3;
+
+/// What the tables below the root cover, leaves first (2 MiB, 1 GiB, 512 GiB).
+const TABLE_COVERAGES: [u64; PAGE_TABLE_LEVELS] = [2 << 20, 1 << 30, 1 << 39];
 
 /// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
 pub(crate) const PLACEMENT_TRIES: usize = 4;
@@ -220,6 +247,54 @@ impl<M: RangeMap> Windowed<M> {
         Some(Ok(start))
     }
 
+    /// Frees the page tables around `range` (just unmapped under LW, which the caller still
+    /// holds) that lie past the separators its window stopped at (module doc, "Page tables
+    /// past separators"); `freed` is the free span whose tables the `munmap` freed.
+    fn free_tables_past_separators(
+        &self,
+        sh: &Shared,
+        core: &mut Core,
+        range: Range<u64>,
+        freed: Range<u64>,
+    ) {
+        for end in [range.start, range.end - PAGE_SIZE] {
+            let mut freed = freed.clone();
+            for coverage in TABLE_COVERAGES {
+                let start = end & !(coverage - 1);
+                let block = start..start + coverage;
+                if freed.start <= block.start && block.end <= freed.end {
+                    continue; // Freed by the `munmap` itself.
+                }
+                match sh.tables.table_at(&block) {
+                    TableAt::Busy => break, // So are the tables above it.
+                    TableAt::Absent => continue,
+                    TableAt::Empty => {}
+                }
+                let span = self.in_window(sh, core, block.clone(), |sh, core, w| {
+                    if w.overlapping(block.clone()).next().is_some() {
+                        return None; // A region keeps the table.
+                    }
+                    let span = w.free_span_around(block.clone());
+                    // No region intersects `span` and the window keeps it so (no insert into
+                    // its stable span); every entry in it was cleared by the edits that
+                    // removed its regions, which committed before this window was taken.
+                    sh.tables.free_tables(
+                        Targets::All,
+                        &core.reader,
+                        &mut core.tables,
+                        span.clone(),
+                        &sh.domain,
+                    );
+                    Some(span)
+                });
+                match span {
+                    Some(span) => freed = span,
+                    None => break,
+                }
+            }
+        }
+    }
+
     /// Where `placement` would go now, by lock-free scans (exact when no LW holder runs).
     fn choose(&self, core: &Core, placement: Placement, len: u64, bounds: Bounds) -> Option<u64> {
         let guard = core.reader.read();
@@ -306,11 +381,18 @@ impl<M: RangeMap> DesignOps for Windowed<M> {
         self.mmap_placed(sh, core, req)
     }
 
+    /// `munmap` under LW and the range's window; then the page tables past the separators the
+    /// window stopped at (module doc, "Page tables past separators").
     fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
         let _lw = self.lock.lw(core.id.index());
-        self.in_window(sh, core, range.clone(), |sh, core, w| {
-            munmap_locked(sh, core, w, range)
-        })
+        let cut = self.in_window(sh, core, range.clone(), |sh, core, w| {
+            munmap_locked(sh, core, w, range.clone())?;
+            Ok::<_, VmError>(w.free_span_cut(range.clone()))
+        })?;
+        if let Some(freed) = cut {
+            self.free_tables_past_separators(sh, core, range, freed);
+        }
+        Ok(())
     }
 
     fn mprotect(

@@ -155,3 +155,72 @@ fn loom_tables_return_to_the_retiring_core_only_after_the_grace_period() {
         "some execution reused the returned tables (the model is not vacuous)"
     );
 }
+
+/// Executions of the probe model in which a core saw the other's leaf still linked.
+static SAW_OTHER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The probe of `table_at` (`designs/windowed.rs`, "Page tables past separators"): two cores
+/// each free the last leaf of their own part of one level-2 table (leaves 0 and 64: two words
+/// of its bitmap) and then probe that level-2 table; at least one of them must see it
+/// `Empty`, or neither frees it and it stays linked with nothing under it for good (the 64-core
+/// churn of `tests/conformance/stress.rs` then ends above its baseline).
+///
+/// Mutation (tried): without the `SeqCst` fence at the start of `table_at`, loom finds the
+/// store-buffering execution (each core's probe reads the other's bitmap word from before its
+/// free) and fails with "neither core saw the level-2 table empty after both freed their
+/// leaves: it stays linked with nothing under it".
+#[test]
+fn loom_two_cores_freeing_a_tables_last_children_one_sees_it_empty() {
+    use super::TableAt;
+    const LEAF: u64 = 2 << 20;
+    const PA: u64 = PAGE_SIZE;
+    const PB: u64 = 64 * LEAF + PAGE_SIZE;
+    model(|| {
+        let domain: aspace_rcu::Domain = aspace_rcu::Domain::new();
+        let pt = Arc::new(PageTables::new(2));
+        let mut c0 = pt.cache(0);
+        let c1 = pt.cache(1);
+        pt.fill(&mut c0, PA, Prot::READ, || Some(Frame::from_index(1)))
+            .unwrap();
+        pt.fill(&mut c0, PB, Prot::READ, || Some(Frame::from_index(2)))
+            .unwrap();
+        let free_and_probe = |pt: &PageTables, cache: &mut super::PtCache, page: u64| {
+            let leaf = page & !(LEAF - 1);
+            let mut freed = Vec::new();
+            pt.clear_range(page..page + PAGE_SIZE, &mut freed);
+            pt.free_tables(cache, leaf..leaf + LEAF, &domain);
+            pt.table_at(&(0..1 << 30))
+        };
+        // Each core retires through a domain of its own: under loom a table retired is handed
+        // to its domain at once (`RETIRE_BATCH`), and one shared domain's queue would order the
+        // two cores' frees (real batches are 64 tables, so nothing orders them in general).
+        let other = {
+            let (pt, domain) = (Arc::clone(&pt), {
+                let d: aspace_rcu::Domain = aspace_rcu::Domain::new();
+                d
+            });
+            thread::spawn(move || {
+                let mut c1 = c1;
+                let leaf = PB & !(LEAF - 1);
+                let mut freed = Vec::new();
+                pt.clear_range(PB..PB + PAGE_SIZE, &mut freed);
+                pt.free_tables(&mut c1, leaf..leaf + LEAF, &domain);
+                pt.table_at(&(0..1 << 30))
+            })
+        };
+        let mine = free_and_probe(&pt, &mut c0, PA);
+        let theirs = other.join().unwrap();
+        if mine == TableAt::Busy || theirs == TableAt::Busy {
+            SAW_OTHER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        assert!(
+            mine == TableAt::Empty || theirs == TableAt::Empty,
+            "neither core saw the level-2 table empty after both freed their leaves: it stays \
+             linked with nothing under it"
+        );
+    });
+    assert!(
+        SAW_OTHER.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "some execution had a core see the other's leaf still linked (not vacuous)"
+    );
+}

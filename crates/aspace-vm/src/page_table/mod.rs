@@ -195,6 +195,17 @@ impl Drop for LeafGuard<'_> {
     }
 }
 
+/// What [`PageTables::table_at`] found for a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TableAt {
+    /// No table of that coverage is linked there.
+    Absent,
+    /// A table is linked and maps nothing.
+    Empty,
+    /// A table is linked and holds an entry.
+    Busy,
+}
+
 /// One tree of page tables: the one shared tree of a space (every core walks and fills it), or
 /// one core's own tree of the per-core organisation (`per_core.rs`: its core walks and fills it,
 /// editors clear it). `Sync`.
@@ -635,6 +646,54 @@ impl PageTables {
                     leaf: self.child(e),
                 });
             }
+        }
+    }
+
+    /// What the tree links for the table whose coverage is exactly `block` (aligned: 2 MiB, 1
+    /// GiB or 512 GiB, a table below the root), read lock-free: [`TableAt::Absent`] when no such
+    /// table is linked, [`TableAt::Empty`] when it is linked and has no entry (a leaf: no PTE;
+    /// an intermediate table: no child), else [`TableAt::Busy`]. A snapshot: the caller decides
+    /// under its own locks whether the block may be freed (a design whose `munmap` frees only
+    /// what its locks hold asks here whether a table beyond them may have become free:
+    /// `designs/windowed.rs`, "Page tables past separators").
+    ///
+    /// Starts with a `SeqCst` fence: the caller's own earlier unlinks and clears (`free_tables`,
+    /// `clear_range`) are ordered before the loads here, so of two callers that each emptied
+    /// their part of one table and then probe it, at least one sees the other's part gone
+    /// (store buffering; pairs with the same fence of the other caller).
+    pub(crate) fn table_at(&self, block: &Range<u64>) -> TableAt {
+        let len = block.end.saturating_sub(block.start);
+        if block.end > 1 << VA_BITS || !(1..LEVELS).any(|l| span(l + 1) == len) {
+            return TableAt::Absent;
+        }
+        debug_assert_eq!(block.start % len, 0, "an aligned block");
+        fence(Ordering::SeqCst);
+        let mut table = self.root();
+        let mut level = LEVELS;
+        loop {
+            // Acquire: pairs with the Release CAS in `install` (the child's zeroed contents).
+            let e = table.entries[index(block.start, level)].load(Ordering::Acquire);
+            if e & PRESENT == 0 {
+                return TableAt::Absent;
+            }
+            table = self.child(e);
+            level -= 1;
+            if span(level + 1) == len {
+                break;
+            }
+        }
+        let busy = if bitmap_kept(level) {
+            let mut any = false;
+            table.for_each_present(0, ENTRIES - 1, |_| any = true);
+            any
+        } else {
+            // Relaxed: a snapshot after the fence above; the caller re-checks under its locks.
+            table.entries.iter().any(|c| c.load(Ordering::Relaxed) != 0)
+        };
+        if busy {
+            TableAt::Busy
+        } else {
+            TableAt::Empty
         }
     }
 

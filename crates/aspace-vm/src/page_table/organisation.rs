@@ -42,7 +42,7 @@
 
 use super::cache::PtCache;
 use super::per_core::PerCoreTables;
-use super::{CheckedFill, FillError, PageTables, Pte, UserBit, UserMask};
+use super::{CheckedFill, FillError, PageTables, Pte, TableAt, UserBit, UserMask};
 use crate::frames::Frame;
 use crate::shootdown::{CoreId, Targets};
 use crate::types::{Access, Prot, PAGE_SIZE};
@@ -311,6 +311,16 @@ impl SpaceTables {
                 let _guard = reader.read();
                 t.free_tables(cache, empty, domain);
             }
+        }
+    }
+
+    /// [`PageTables::table_at`] of the tree whose tables `free_tables` frees first: the shared
+    /// tree, or the owner tree of the per-core organisation (a per-core tree's tables above an
+    /// owner table that went are freed with it).
+    pub(crate) fn table_at(&self, block: &Range<u64>) -> TableAt {
+        match self {
+            SpaceTables::Shared(t) => t.table_at(block),
+            SpaceTables::PerCore(t) => t.owner().table_at(block),
         }
     }
 

@@ -129,6 +129,10 @@ macro_rules! address_space_conformance {
             conformance::stress::private_and_shared_ranges_keep_invariants(DESIGN);
         }
         #[test]
+        fn stress_churn_then_unmap_everything_frees_every_page_table() {
+            conformance::stress::churn_then_unmap_everything_frees_every_page_table(DESIGN);
+        }
+        #[test]
         fn stress_concurrent_anywhere_mmaps_never_overlap() {
             conformance::stress::concurrent_anywhere_mmaps_never_overlap(DESIGN);
         }
