@@ -59,10 +59,10 @@ use std::sync::Mutex;
 
 /// The shared part of a [`LockGroup`].
 #[derive(Debug)]
-struct Group {
+pub(crate) struct Group {
     /// The thesis' `use-thread-safe-futexes`: set once, by the join that upgrades, before its
     /// grace period; read inside every critical section's read section.
-    thread_safe: AtomicBool,
+    pub(crate) thread_safe: AtomicBool,
     /// The thesis' `upgrade-and-wait-futex`, guarding the member count and whether the upgrade's
     /// grace period has *completed* (the flag alone says only that it began: a `synchronize()`
     /// that panics, e.g. the debug check of a join inside a read section, leaves it set).
@@ -82,7 +82,7 @@ struct JoinState {
 /// [`Member`], thread-safe from the moment a second one joins (module doc).
 #[derive(Clone, Debug)]
 pub struct LockGroup {
-    group: Arc<Group>,
+    pub(crate) group: Arc<Group>,
 }
 
 impl Default for LockGroup {
@@ -152,8 +152,8 @@ impl LockGroup {
 /// critical sections it opens run on one thread at a time. Leaving (drop) does not downgrade.
 #[derive(Debug)]
 pub struct Member {
-    group: Arc<Group>,
-    reader: Reader,
+    pub(crate) group: Arc<Group>,
+    pub(crate) reader: Reader,
     /// `!Sync` (a `Reader` is already; stated here because the light mode relies on it).
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }

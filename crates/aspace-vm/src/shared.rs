@@ -71,6 +71,10 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Anon identities.
     pub(crate) anon_ids: AnonIds,
+    /// `coarse` only (else `None`): the group of its upgradable space lock, which every core
+    /// joins at attach (`Core::member`); light while one core is attached
+    /// (`designs/coarse.rs`).
+    pub(crate) space_lock_group: Option<aspace_sync::LockGroup>,
     /// The process's fork generation when the space was built (`fork.rs`).
     born: u64,
 }
@@ -108,6 +112,8 @@ impl Shared {
             domain,
             counters: Counters::new(config.max_cores),
             anon_ids: AnonIds::new(),
+            space_lock_group: (config.design == crate::config::Design::Coarse)
+                .then(aspace_sync::LockGroup::new),
             born: fork::generation(),
             config,
         })

@@ -177,7 +177,7 @@ impl Designs {
     /// The implementation of the design `sh` is configured with.
     pub(crate) fn new(sh: &Shared) -> Designs {
         match sh.config.design {
-            crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
+            crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::new(sh)),
             crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Hybrid => Designs::Hybrid(hybrid::Hybrid::new(sh)),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
