@@ -93,14 +93,27 @@ impl Default for LockGroup {
 
 impl LockGroup {
     /// A group with no member yet, in light mode.
+    ///
+    /// # Panics
+    /// If its RCU domain's reclaimer thread cannot be spawned ([`LockGroup::try_new`] returns
+    /// that error instead).
     pub fn new() -> LockGroup {
-        LockGroup {
+        LockGroup::try_new().expect("aspace-sync: cannot spawn the lock group's RCU reclaimer")
+    }
+
+    /// [`LockGroup::new`] that returns the error of spawning its RCU domain's reclaimer thread
+    /// (`EAGAIN` under a thread or memory limit) instead of panicking.
+    ///
+    /// # Errors
+    /// The spawn's error.
+    pub fn try_new() -> std::io::Result<LockGroup> {
+        Ok(LockGroup {
             group: Arc::new(Group {
                 thread_safe: AtomicBool::new(false),
                 members: Mutex::new(JoinState::default()),
-                domain: Domain::new(),
+                domain: Domain::try_with_config(aspace_rcu::DomainConfig::default())?,
             }),
-        }
+        })
     }
 
     /// Joins the group: the handle through which one thread takes the group's locks. The

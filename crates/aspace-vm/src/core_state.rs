@@ -77,7 +77,10 @@ impl Core {
             edits: EditBuffers::default(),
             // Last: the join of a second core waits one grace period (the upgrade) and should
             // not run for a core whose attach then fails.
-            member: sh.space_lock_group.as_ref().map(aspace_sync::LockGroup::join),
+            member: sh
+                .space_lock_group
+                .as_ref()
+                .map(aspace_sync::LockGroup::join),
             anon: 0..0,
         })
     }

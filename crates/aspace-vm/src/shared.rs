@@ -100,6 +100,15 @@ impl Shared {
         // refused before the frame reservation is made.
         let domain = aspace_rcu::Domain::try_with_config(aspace_rcu::DomainConfig::default())
             .map_err(|_| VmError::OutOfMemory(Limit::Memory))?;
+        // `coarse`'s lock group has a domain (and a reclaimer thread) of its own: refused the
+        // same way.
+        let space_lock_group = match config.design {
+            crate::config::Design::Coarse => Some(
+                aspace_sync::LockGroup::try_new()
+                    .map_err(|_| VmError::OutOfMemory(Limit::Memory))?,
+            ),
+            _ => None,
+        };
         Ok(Shared {
             bounds: Bounds {
                 min_addr: config.min_addr,
@@ -112,8 +121,7 @@ impl Shared {
             domain,
             counters: Counters::new(config.max_cores),
             anon_ids: AnonIds::new(),
-            space_lock_group: (config.design == crate::config::Design::Coarse)
-                .then(aspace_sync::LockGroup::new),
+            space_lock_group,
             born: fork::generation(),
             config,
         })

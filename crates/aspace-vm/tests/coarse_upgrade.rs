@@ -15,7 +15,10 @@ const P: u64 = PAGE_SIZE;
 fn check_maps(s: &AddressSpace) {
     let maps = s.maps();
     for r in &maps {
-        assert!(r.start < r.end && r.start % P == 0 && r.end % P == 0, "{r:?}");
+        assert!(
+            r.start < r.end && r.start % P == 0 && r.end % P == 0,
+            "{r:?}"
+        );
     }
     for w in maps.windows(2) {
         assert!(w[0].end <= w[1].start, "overlap or disorder: {w:?}");
@@ -53,7 +56,11 @@ fn churn(s: &AddressSpace, t: u64, iters: u64, progress: &AtomicU64, start_after
         for p in 0..pages {
             let mut buf = [0u8; 8];
             c.read(a + p * P + 8, &mut buf).unwrap();
-            assert_eq!(u64::from_le_bytes(buf), (t << 48) | (i << 8) | p, "core {t} round {i}");
+            assert_eq!(
+                u64::from_le_bytes(buf),
+                (t << 48) | (i << 8) | p,
+                "core {t} round {i}"
+            );
         }
         c.mprotect(a, P, Prot::READ).unwrap();
         c.munmap(a, pages * P).unwrap();

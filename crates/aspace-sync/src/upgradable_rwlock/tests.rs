@@ -22,7 +22,11 @@ fn one_member_runs_light_and_a_second_join_upgrades() {
         assert!(!r1.is_thread_safe());
         assert_eq!(*r1 + *r2, 2);
     }
-    assert_eq!(lock.state.load(SeqCst), 0, "the last light reader clears the word");
+    assert_eq!(
+        lock.state.load(SeqCst),
+        0,
+        "the last light reader clears the word"
+    );
     let b = group.join();
     {
         let mut w = lock.write(&b);

@@ -93,11 +93,7 @@ impl Coarse {
 
     /// Runs `f` on the store under the write lock and stores the new region count.
     #[inline]
-    fn write<R>(
-        &self,
-        core: &mut Core,
-        f: impl FnOnce(&mut Core, &mut BTreeStore) -> R,
-    ) -> R {
+    fn write<R>(&self, core: &mut Core, f: impl FnOnce(&mut Core, &mut BTreeStore) -> R) -> R {
         self.with_member(core, |member, core| {
             let mut store = self.regions.write(member);
             let r = f(core, &mut store);
@@ -124,7 +120,9 @@ impl DesignOps for Coarse {
         range: Range<u64>,
         prot: Prot,
     ) -> Result<(), VmError> {
-        self.write(core, |core, store| mprotect_locked(sh, core, store, range, prot))
+        self.write(core, |core, store| {
+            mprotect_locked(sh, core, store, range, prot)
+        })
     }
 
     fn madvise(
@@ -134,7 +132,9 @@ impl DesignOps for Coarse {
         range: Range<u64>,
         effect: AdviceEffect,
     ) -> Result<(), VmError> {
-        self.write(core, |core, store| madvise_locked(sh, core, store, range, effect))
+        self.write(core, |core, store| {
+            madvise_locked(sh, core, store, range, effect)
+        })
     }
 
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
