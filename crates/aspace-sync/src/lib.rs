@@ -40,6 +40,7 @@ mod snzi;
 mod spin_mutex;
 mod sync;
 mod upgradable_lock;
+mod upgradable_rwlock;
 
 pub use atomic_counter::AtomicCounter;
 pub use counter::{Counter, LimitExceeded};
@@ -52,3 +53,4 @@ pub use percpu_counter::PercpuCounter;
 pub use refcache::{Core, ForeignHandle, Ref, Refcache, RefcacheConfig, RefcacheStats, Weak};
 pub use snzi::{Snzi, SNZI_FANOUT};
 pub use upgradable_lock::{LockGroup, Member, UpgradableGuard, UpgradableLock};
+pub use upgradable_rwlock::{UpgradableReadGuard, UpgradableRwLock, UpgradableWriteGuard};

@@ -59,10 +59,10 @@ use std::sync::Mutex;
 
 /// The shared part of a [`LockGroup`].
 #[derive(Debug)]
-struct Group {
+pub(crate) struct Group {
     /// The thesis' `use-thread-safe-futexes`: set once, by the join that upgrades, before its
     /// grace period; read inside every critical section's read section.
-    thread_safe: AtomicBool,
+    pub(crate) thread_safe: AtomicBool,
     /// The thesis' `upgrade-and-wait-futex`, guarding the member count and whether the upgrade's
     /// grace period has *completed* (the flag alone says only that it began: a `synchronize()`
     /// that panics, e.g. the debug check of a join inside a read section, leaves it set).
@@ -82,7 +82,7 @@ struct JoinState {
 /// [`Member`], thread-safe from the moment a second one joins (module doc).
 #[derive(Clone, Debug)]
 pub struct LockGroup {
-    group: Arc<Group>,
+    pub(crate) group: Arc<Group>,
 }
 
 impl Default for LockGroup {
@@ -93,14 +93,27 @@ impl Default for LockGroup {
 
 impl LockGroup {
     /// A group with no member yet, in light mode.
+    ///
+    /// # Panics
+    /// If its RCU domain's reclaimer thread cannot be spawned ([`LockGroup::try_new`] returns
+    /// that error instead).
     pub fn new() -> LockGroup {
-        LockGroup {
+        LockGroup::try_new().expect("aspace-sync: cannot spawn the lock group's RCU reclaimer")
+    }
+
+    /// [`LockGroup::new`] that returns the error of spawning its RCU domain's reclaimer thread
+    /// (`EAGAIN` under a thread or memory limit) instead of panicking.
+    ///
+    /// # Errors
+    /// The spawn's error.
+    pub fn try_new() -> std::io::Result<LockGroup> {
+        Ok(LockGroup {
             group: Arc::new(Group {
                 thread_safe: AtomicBool::new(false),
                 members: Mutex::new(JoinState::default()),
-                domain: Domain::new(),
+                domain: Domain::try_with_config(aspace_rcu::DomainConfig::default())?,
             }),
-        }
+        })
     }
 
     /// Joins the group: the handle through which one thread takes the group's locks. The
@@ -152,8 +165,8 @@ impl LockGroup {
 /// critical sections it opens run on one thread at a time. Leaving (drop) does not downgrade.
 #[derive(Debug)]
 pub struct Member {
-    group: Arc<Group>,
-    reader: Reader,
+    pub(crate) group: Arc<Group>,
+    pub(crate) reader: Reader,
     /// `!Sync` (a `Reader` is already; stated here because the light mode relies on it).
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }

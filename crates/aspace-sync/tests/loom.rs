@@ -16,7 +16,7 @@
 //!   switch to direct updates must neither pass the limit nor refuse what it can grant.
 #![cfg(loom)]
 
-use aspace_sync::{Counter, HybridLock, LimitCounter, LockGroup, UpgradableLock};
+use aspace_sync::{Counter, HybridLock, LimitCounter, LockGroup, UpgradableLock, UpgradableRwLock};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU64};
 use loom::sync::Arc;
@@ -334,5 +334,47 @@ fn loom_upgradable_lock_excludes_across_the_upgrade() {
         let _g = lock.lock(&first);
         // SAFETY: inside the lock's critical section, after both writers.
         cell.with(|v| assert_eq!(unsafe { *v }, 2));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// UpgradableRwLock
+// ---------------------------------------------------------------------------------------------
+
+/// The reader-writer flavour across the upgrade: the first member write-locks in the light
+/// mode (plain stores) while a second thread joins, which upgrades the group, and then
+/// read-locks; a third section (the first member reading after the join) runs thread-safe.
+/// The writer writes and the reader reads a loom `UnsafeCell`: if the writer and the reader
+/// overlapped, or the read did not happen after the write it may see, loom reports the race.
+///
+/// Mutation: without the grace period in `LockGroup::join` (the `synchronize()` after setting
+/// the flag), the first member may read the flag unset and write-lock in the light mode while
+/// the joiner, returned at once, read-locks for real: loom finds the overlap, caught first by
+/// the lock word's own check, "panicked at crates/aspace-sync/src/upgradable_rwlock.rs:120:17:
+/// UpgradableRwLock: the lock is held in the light mode by this thread (relocked during the
+/// upgrade) or by a leaked guard" (checked 2026-11-27).
+#[test]
+fn loom_upgradable_rwlock_no_writer_overlaps_across_the_upgrade() {
+    loom::model(|| {
+        let group = LockGroup::new();
+        let lock = Arc::new(UpgradableRwLock::new(&group, ()));
+        let cell = Arc::new(UnsafeCell::new(0u64));
+        let first = group.join();
+        let (g2, l2, c2) = (group.clone(), lock.clone(), cell.clone());
+        let t = thread::spawn(move || {
+            let second = g2.join();
+            let _g = l2.read(&second);
+            // SAFETY: inside a read section of the lock; writers write only under its write side.
+            c2.with(|v| assert!(unsafe { *v } <= 1));
+        });
+        {
+            let _g = lock.write(&first);
+            // SAFETY: inside the lock's write section.
+            cell.with_mut(|v| unsafe { *v += 1 });
+        }
+        t.join().unwrap();
+        let _g = lock.write(&first);
+        // SAFETY: inside the lock's write section, after the reader.
+        cell.with_mut(|v| unsafe { *v += 1 });
     });
 }

@@ -42,6 +42,10 @@ pub(crate) struct Core {
     pub(crate) pages: Vec<usize>,
     /// Scratch: the buffers of region edits.
     pub(crate) edits: EditBuffers,
+    /// `coarse`: this core's membership of the space lock's group (joined at attach; the
+    /// second core's join upgrades the lock). Lent out for one operation at a time
+    /// (`designs/coarse.rs`); `None` for the other designs.
+    pub(crate) member: Option<aspace_sync::Member>,
     /// The rest of this core's block of anon identities.
     anon: Range<u64>,
 }
@@ -71,6 +75,12 @@ impl Core {
             targets: CoreSet::new(),
             pages: Vec::new(),
             edits: EditBuffers::default(),
+            // Last: the join of a second core waits one grace period (the upgrade) and should
+            // not run for a core whose attach then fails.
+            member: sh
+                .space_lock_group
+                .as_ref()
+                .map(aspace_sync::LockGroup::join),
             anon: 0..0,
         })
     }

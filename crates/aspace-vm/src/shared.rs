@@ -71,6 +71,10 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Anon identities.
     pub(crate) anon_ids: AnonIds,
+    /// `coarse` only (else `None`): the group of its upgradable space lock, which every core
+    /// joins at attach (`Core::member`); light while one core is attached
+    /// (`designs/coarse.rs`).
+    pub(crate) space_lock_group: Option<aspace_sync::LockGroup>,
     /// The process's fork generation when the space was built (`fork.rs`).
     born: u64,
 }
@@ -96,6 +100,15 @@ impl Shared {
         // refused before the frame reservation is made.
         let domain = aspace_rcu::Domain::try_with_config(aspace_rcu::DomainConfig::default())
             .map_err(|_| VmError::OutOfMemory(Limit::Memory))?;
+        // `coarse`'s lock group has a domain (and a reclaimer thread) of its own: refused the
+        // same way.
+        let space_lock_group = match config.design {
+            crate::config::Design::Coarse => Some(
+                aspace_sync::LockGroup::try_new()
+                    .map_err(|_| VmError::OutOfMemory(Limit::Memory))?,
+            ),
+            _ => None,
+        };
         Ok(Shared {
             bounds: Bounds {
                 min_addr: config.min_addr,
@@ -108,6 +121,7 @@ impl Shared {
             domain,
             counters: Counters::new(config.max_cores),
             anon_ids: AnonIds::new(),
+            space_lock_group,
             born: fork::generation(),
             config,
         })

@@ -18,7 +18,7 @@
 //! the std / `parking_lot` type exactly. [`stat`] names the atomics outside the loom-checked
 //! protocols (statistics, gauges, the frame pool's counters, frame contents): `std` in the
 //! normal and loom builds, recorded under the audit, and so are the frame pool's locks and
-//! `coarse`'s space-wide writer lock (`parking_lot`, never part of a loom model).
+//! the space locks of `faultlock`, `hybrid` and `pervma` (`parking_lot`, never part of a loom model).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
@@ -32,7 +32,7 @@ pub(crate) use {
 
 /// Atomics and locks outside the loom-checked protocols (see the module doc): `std` /
 /// `parking_lot` in the normal and loom builds, recorded under the audit. The locks are the
-/// frame pool's (`frames.rs`) and `coarse`'s space-wide reader-writer lock.
+/// frame pool's (`frames.rs`) and the space locks of `faultlock`, `hybrid` and `pervma`.
 pub(crate) mod stat {
     #[cfg(all(not(loom), feature = "conflicts"))]
     pub(crate) use aspace_conflicts::{

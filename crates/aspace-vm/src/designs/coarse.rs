@@ -16,6 +16,30 @@
 //! `BTreeIntervalMap`, which carries its own internal `RwLock`: under the space lock that second
 //! lock would only add two atomic read-modify-writes to every fault and call.
 //!
+//! # One core: the light mode (thesis §5.2, issue 22)
+//!
+//! The space lock is an [`aspace_sync::UpgradableRwLock`] of the space's lock group
+//! (`Shared::space_lock_group`), which every core joins at attach (`Core::member`). While one
+//! core is attached the lock runs in the light mode: a read section of the group's own RCU
+//! domain and plain loads and stores of the lock word, no atomic read-modify-write. The attach
+//! of a second core upgrades it (sets the group's flag, waits one grace period) before it
+//! returns; from then on it is a real reader-writer lock (faults in parallel, modifications
+//! exclusive), for good: no downgrade when cores detach, as in the thesis.
+//!
+//! Every path that reads the store is either a member or takes nothing:
+//! - the four system calls and faults run on a core, with its member (lent out of the core
+//!   for the call: `with_member`; a member lost to a panic in a call is replaced by a new join,
+//!   which upgrades if another core is attached);
+//! - `AddressSpace::maps()` runs on any thread without a core: it joins the group for the
+//!   call, which **upgrades the lock if a core is attached** (the join is the second member)
+//!   and costs nothing otherwise; a one-core embedder that wants to stay light calls it
+//!   rarely (it is `/proc/self/maps`, not a fast path);
+//! - `region_count()` (and so `stats()`) reads a copy of the count that every write section
+//!   stores before it unlocks (a plain `Relaxed` store, no read-modify-write): it takes no lock
+//!   and never upgrades; it may lag a concurrent `mmap`, as every counter of `stats()` may;
+//! - the space's drop owns the lock (`&mut`); a forked child touches nothing (`fork.rs`);
+//!   a core's detach does not read the store (its member leaves the group, no downgrade).
+//!
 //! Not for: scalability (every modification serializes everything; faults and modifications
 //! exclude each other). That is what the later designs are for.
 
@@ -26,23 +50,67 @@ use crate::error::{Fault, VmError};
 use crate::region::store::{BTreeStore, RegionStore};
 use crate::semantics::{AdviceEffect, MmapRequest};
 use crate::shared::Shared;
-use crate::sync::stat::RwLock;
+use crate::sync::stat::AtomicU64;
 use crate::types::{Access, Prot, RegionInfo};
+use aspace_sync::{LockGroup, Member, UpgradableRwLock};
 use std::ops::Range;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// The `coarse` design's state: the region store under the space lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Coarse {
-    regions: RwLock<BTreeStore>,
+    /// The space lock's group (`Shared::space_lock_group`'s).
+    group: LockGroup,
+    regions: UpgradableRwLock<BTreeStore>,
+    /// The store's region count, stored by every write section before it unlocks (module doc).
+    count: AtomicU64,
+}
+
+impl Coarse {
+    /// The design of the space `sh` (built for `coarse`: its lock group exists).
+    pub(crate) fn new(sh: &Shared) -> Coarse {
+        let group = sh
+            .space_lock_group
+            .clone()
+            .expect("a coarse space has a space lock group");
+        Coarse {
+            regions: UpgradableRwLock::new(&group, BTreeStore::default()),
+            group,
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs `f` with the core's member lent out of it (the guard borrows the member while
+    /// `f` borrows the core mutably). Moving a member is a copy of two pointers.
+    #[inline]
+    fn with_member<R>(&self, core: &mut Core, f: impl FnOnce(&Member, &mut Core) -> R) -> R {
+        // A member lost to a panic inside `f` (it left the group on unwind) is replaced.
+        let member = core.member.take().unwrap_or_else(|| self.group.join());
+        let r = f(&member, core);
+        core.member = Some(member);
+        r
+    }
+
+    /// Runs `f` on the store under the write lock and stores the new region count.
+    #[inline]
+    fn write<R>(&self, core: &mut Core, f: impl FnOnce(&mut Core, &mut BTreeStore) -> R) -> R {
+        self.with_member(core, |member, core| {
+            let mut store = self.regions.write(member);
+            let r = f(core, &mut store);
+            // Relaxed: a statistic (module doc), a plain store.
+            self.count.store(store.len() as u64, Relaxed);
+            r
+        })
+    }
 }
 
 impl DesignOps for Coarse {
     fn mmap(&self, sh: &Shared, core: &mut Core, req: MmapRequest) -> Result<u64, VmError> {
-        mmap_locked(sh, core, &mut *self.regions.write(), req)
+        self.write(core, |core, store| mmap_locked(sh, core, store, req))
     }
 
     fn munmap(&self, sh: &Shared, core: &mut Core, range: Range<u64>) -> Result<(), VmError> {
-        munmap_locked(sh, core, &mut *self.regions.write(), range)
+        self.write(core, |core, store| munmap_locked(sh, core, store, range))
     }
 
     fn mprotect(
@@ -52,7 +120,9 @@ impl DesignOps for Coarse {
         range: Range<u64>,
         prot: Prot,
     ) -> Result<(), VmError> {
-        mprotect_locked(sh, core, &mut *self.regions.write(), range, prot)
+        self.write(core, |core, store| {
+            mprotect_locked(sh, core, store, range, prot)
+        })
     }
 
     fn madvise(
@@ -62,7 +132,9 @@ impl DesignOps for Coarse {
         range: Range<u64>,
         effect: AdviceEffect,
     ) -> Result<(), VmError> {
-        madvise_locked(sh, core, &mut *self.regions.write(), range, effect)
+        self.write(core, |core, store| {
+            madvise_locked(sh, core, store, range, effect)
+        })
     }
 
     fn fault(&self, sh: &Shared, core: &mut Core, va: u64, access: Access) -> Result<(), Fault> {
@@ -77,14 +149,20 @@ impl DesignOps for Coarse {
         va: u64,
         access: Access,
     ) -> Result<(), Fault> {
-        fault_locked(sh, core, &*self.regions.read(), va, access)
+        self.with_member(core, |member, core| {
+            fault_locked(sh, core, &*self.regions.read(member), va, access)
+        })
     }
 
     fn maps(&self) -> Vec<RegionInfo> {
-        self.regions.read().iter().map(|r| r.info()).collect()
+        // A member for the call: upgrades the lock if a core is attached (module doc).
+        let member = self.group.join();
+        let regions = self.regions.read(&member);
+        regions.iter().map(|r| r.info()).collect()
     }
 
     fn region_count(&self) -> u64 {
-        self.regions.read().len() as u64
+        // Relaxed: a statistic (module doc).
+        self.count.load(Relaxed)
     }
 }

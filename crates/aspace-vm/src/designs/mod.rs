@@ -28,8 +28,9 @@
 //!
 //! Lock order, outermost first; nothing is ever taken in the other direction:
 //!
-//! 1. **the design's space lock**: `coarse`: one `parking_lot::RwLock` around the region set,
-//!    faults read it, `mmap`/`munmap`/`mprotect`/`madvise` write it for their whole duration
+//! 1. **the design's space lock**: `coarse`: one `aspace_sync::UpgradableRwLock` around the
+//!    region set (no atomic read-modify-write while one core is attached; the second attach
+//!    upgrades it to a reader-writer lock for good: `designs/coarse.rs`), faults read it, `mmap`/`munmap`/`mprotect`/`madvise` write it for their whole duration
 //!    (shootdown wait included). `faultlock`: a space mutex that only system calls take (the
 //!    paper's `mmap_sem` in write mode), then the **fault lock** (`parking_lot::RwLock` around
 //!    the region set): faults read it, `mmap`'s placement search reads it beside them, and every
@@ -178,7 +179,7 @@ impl Designs {
     /// The implementation of the design `sh` is configured with.
     pub(crate) fn new(sh: &Shared) -> Designs {
         match sh.config.design {
-            crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::default()),
+            crate::config::Design::Coarse => Designs::Coarse(coarse::Coarse::new(sh)),
             crate::config::Design::FaultLock => Designs::FaultLock(faultlock::FaultLock::default()),
             crate::config::Design::Hybrid => Designs::Hybrid(hybrid::Hybrid::new(sh)),
             crate::config::Design::Interval => Designs::Interval(interval::IntervalDesign::new(sh)),
