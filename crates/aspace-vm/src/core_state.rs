@@ -44,6 +44,10 @@ pub(crate) struct Core {
     pub(crate) edits: EditBuffers,
     /// The rest of this core's block of anon identities.
     anon: Range<u64>,
+    /// A session (`session.rs`) holds this core's access window open. Cleared when the
+    /// session closes; found set by the handle only after a session was leaked
+    /// (`mem::forget`), whose window the handle then closes (`handle.rs`).
+    pub(crate) in_session: bool,
 }
 
 impl Core {
@@ -72,6 +76,7 @@ impl Core {
             pages: Vec::new(),
             edits: EditBuffers::default(),
             anon: 0..0,
+            in_session: false,
         })
     }
 

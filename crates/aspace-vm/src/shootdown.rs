@@ -86,6 +86,47 @@
 //! clears the bit with Release after the core's last `end_access`; a shooter that reads the bit
 //! cleared (Acquire) therefore also sees that core's last access finished.
 //!
+//! # Sessions: one window for many accesses, requests taken at safe points
+//!
+//! A session (`session.rs`, the public `Session`) keeps one core's window open across many
+//! accesses, as a QEMU vCPU takes cross-CPU flushes at safe points instead of fencing every
+//! access. The core-side protocol is the one above with `begin` done once and the per-access
+//! fence replaced by a check of the core's own request word:
+//!
+//! ```text
+//! open:    begin (odd, F2, Acquire request load, flush if new)
+//! access:  if request != seen (Relaxed load)     [`requested`]
+//!              renew: end (even, Release); begin (odd, F2, Acquire load, flush)  [`Shootdown::renew`]
+//!          translate (TLB, else walk), copy
+//! fault:   end; design's fault handler (locks); begin      (the session steps out)
+//! poll():  the access's first line alone
+//! close:   end
+//! ```
+//!
+//! Why it is correct: a session is a sequence of windows, each opened by `begin` and closed by
+//! `end` exactly as above, so the Dekker argument applies to each window unchanged: a shooter
+//! that saw a window's odd value waits until the counter moves, and it only moves when the
+//! session closes, steps out for a fault, or renews; all three are a Release `end` after every
+//! frame access of that window, so the window's accesses happen before `shootdown` returns.
+//! A window opened after the shooter's F3 reads the bump and flushes (F2/F3). A translation
+//! used inside a window was read from the TLB or a walk in that window (the TLB was flushed at
+//! the window's `begin` for every request that window saw), so nothing about the relaxed check
+//! weakens the safety argument: a stale check only *delays* the `renew` that lets a waiting
+//! shooter go, and a shooter never returns while the window it waits for is open. When the
+//! check does see the bump, `renew`'s `begin` loads the request again (Acquire, after F2): by
+//! coherence it reads the bump or a later value, so it flushes, and it synchronizes with the
+//! bump's Release, so the PTE clears are visible to the new window's walks.
+//!
+//! Liveness, the latency contract: **a shooter waits for a session at most until that
+//! session's next access or `poll()` after the bump became visible to the session's core** (a
+//! store's propagation delay on hardware, tens to hundreds of nanoseconds), plus the length of
+//! one access (a TLB-missing walk, or a fault, which steps out first). A session that neither
+//! accesses nor polls (its thread computes, blocks or is descheduled) holds every shooter that
+//! targets its core until it does, exactly as a core preempted inside one access does on the
+//! per-call path; an idle core (no session open, no access running) is never waited for. Hence
+//! the session's rule: poll (or close the session) at least as often as the caller can afford
+//! a `munmap` elsewhere to wait, and never block with a session open.
+//!
 //! # Cost
 //!
 //! `begin_access` is one store, one fence and one load on the core's own cache line (plus a
@@ -438,6 +479,25 @@ impl Shootdown {
         slot.access.store(a + 1, Ordering::Release);
     }
 
+    /// The flush-request word of `id`'s slot, for a session's per-access check
+    /// ([`requested`]; module doc, "Sessions").
+    #[inline]
+    pub(crate) fn request_word(&self, id: CoreId) -> &AtomicU64 {
+        &self.slots[id.index()].request
+    }
+
+    /// Acknowledges a flush request inside a session (module doc, "Sessions"): ends the
+    /// session's current window and begins a new one, which flushes `tlb` (the request is newer
+    /// than `*seen`). Returns whether it flushed. Must be called inside an access of `id`.
+    #[inline(never)]
+    pub(crate) fn renew(&self, id: CoreId, seen: &mut u64, tlb: &mut Tlb) -> bool {
+        // The end's Release store lets a shooter waiting for this window return; the new
+        // window's F2 and Acquire request load make this core flush before it translates
+        // again (the same two steps as two separate accesses, module doc).
+        self.end_access(id);
+        self.begin_access(id, seen, tlb)
+    }
+
     /// Makes every targeted core drop its cached translations (module doc): bumps their flush
     /// requests, then waits for the targeted cores that are inside an access until that access
     /// ends. Cores outside an access are not waited for. Returns how many cores it waited for.
@@ -527,6 +587,17 @@ impl std::fmt::Debug for Shootdown {
             .field("received", &self.received())
             .finish()
     }
+}
+
+/// Whether a flush request newer than `seen` reached the core whose request word is `request`
+/// (a session's per-access check; module doc, "Sessions").
+#[inline(always)]
+pub(crate) fn requested(request: &AtomicU64, seen: u64) -> bool {
+    // Relaxed: this load only decides *when* to acknowledge; the ordering that makes the
+    // acknowledgement safe is `renew`'s (its Release end store, F2 and Acquire request load).
+    // A stale value only delays the acknowledgement to a later check, and coherence makes the
+    // bump visible to a later load (on hardware within the store's propagation delay).
+    request.load(Ordering::Relaxed) != seen
 }
 
 /// The indices of the set bits of `x`, lowest first.
