@@ -64,7 +64,7 @@ impl Core {
         };
         Ok(Core {
             id,
-            seen: sh.shootdown.current_request(id),
+            seen: sh.shootdown.start(id),
             tlb: Tlb::new(sh.config.tlb_entries),
             cache: FrameCache::new(),
             tables,
