@@ -456,9 +456,9 @@ impl Core {
 /// session takes the request at an access (else the shooter never returns and loom reports the
 /// endless run).
 ///
-/// Mutation caught: `renew` acknowledging without a flush (`*seen` set to the current request
-/// before its `begin_access`): "a session read a reused frame" /
-/// "an access after munmap returned did not fault" (report of issue 24 quotes the run).
+/// Mutation caught: `renew` taking the request without a flush (`*seen` set to the current
+/// request between its `end_access` and `begin_access`): "Causality violation: Concurrent read
+/// and write accesses to `UnsafeCell`." (the stale TLB entry reads the frame being reused).
 #[test]
 fn loom_session_never_reads_a_reused_frame_and_faults_after_munmap() {
     model(|| {
@@ -494,11 +494,11 @@ fn loom_session_never_reads_a_reused_frame_and_faults_after_munmap() {
 /// before the shooter's `access` load): no later check fires for it, and only the `ack` word
 /// lets the shooter go.
 ///
-/// Mutations caught (MUTATIONS below, each failing with "Model exceeded maximum number of
+/// Mutations caught (each failing with "Model exceeded maximum number of
 /// branches. This is often caused by an algorithm requiring the processor to make progress,
 /// e.g. spin locks."): `requested` answering `false` (the request never taken); the shooter's
-/// wait ignoring `ack` (the model as first written, before `ack` existed); `renew` not ending
-/// the window (`end_access` dropped from it and `begin_access` skipped, flushing in place).
+/// wait ignoring `ack` (`&& ack < t` dropped; the protocol before `ack` existed, where loom
+/// found the case).
 #[test]
 fn loom_a_polling_session_releases_the_shooter_at_its_next_poll() {
     model(|| {
@@ -530,7 +530,8 @@ fn loom_a_polling_session_releases_the_shooter_at_its_next_poll() {
 /// waited for it would never return. Its next session flushes and faults.
 ///
 /// Mutation caught: the shooter waiting for every target whatever its parity (`a % 2 == 1`
-/// replaced by `true`): loom's deadlock report (quoted in the issue-24 report).
+/// replaced by `true`): "Model exceeded maximum number of branches. This is often caused by
+/// an algorithm requiring the processor to make progress, e.g. spin locks."
 #[test]
 fn loom_a_closed_session_is_idle_and_never_waited_for() {
     model(|| {
