@@ -53,23 +53,33 @@ impl<'a> AccessWindow<'a> {
         }
     }
 
-    /// The page-table walk of [`AccessWindow::translate`], of the tree this core walks (the
-    /// shared one, or its own: `page_table/organisation.rs`). Under targeted shootdown of the
-    /// shared tree it records this core in the leaf before reading the entry it caches
-    /// (`page_table/users.rs`).
+    /// The page-table walk of [`AccessWindow::translate`] ([`walk`]).
     #[inline]
     fn walk(&mut self, va: u64, access: Access) -> Option<usize> {
-        let pte = {
-            let _guard = self.core.reader.read();
-            self.sh.tables.walk(self.core.id, va, self.core.user)?
-        };
-        if !pte.prot().allows(access) {
-            return None;
-        }
-        let frame = self.sh.pool.ptr(pte.frame());
-        self.core.tlb.insert(va, frame, pte.prot());
-        Some(frame as usize)
+        walk(self.sh, self.core, va, access)
     }
+}
+
+/// The page-table walk of an access: of the tree this core walks (the shared one, or its own:
+/// `page_table/organisation.rs`), under the core's RCU read guard; a present entry that allows
+/// `access` is cached in the TLB and its frame's address returned, else `None` (a fault).
+/// Under targeted shootdown of the shared tree it records this core in the leaf before reading
+/// the entry it caches (`page_table/users.rs`).
+///
+/// The core must be inside an access window (an [`AccessWindow`] or a session's,
+/// `session.rs`): the TLB invariant (`tlb.rs`) is that entries are inserted only there.
+#[inline]
+pub(crate) fn walk(sh: &Shared, core: &mut Core, va: u64, access: Access) -> Option<usize> {
+    let pte = {
+        let _guard = core.reader.read();
+        sh.tables.walk(core.id, va, core.user)?
+    };
+    if !pte.prot().allows(access) {
+        return None;
+    }
+    let frame = sh.pool.ptr(pte.frame());
+    core.tlb.insert(va, frame, pte.prot());
+    Some(frame as usize)
 }
 
 impl Drop for AccessWindow<'_> {

@@ -48,6 +48,10 @@ pub(crate) struct Core {
     pub(crate) member: Option<aspace_sync::Member>,
     /// The rest of this core's block of anon identities.
     anon: Range<u64>,
+    /// A session (`session.rs`) holds this core's access window open. Cleared when the
+    /// session closes; found set by the handle only after a session was leaked
+    /// (`mem::forget`), whose window the handle then closes (`handle.rs`).
+    pub(crate) in_session: bool,
 }
 
 impl Core {
@@ -64,7 +68,7 @@ impl Core {
         };
         Ok(Core {
             id,
-            seen: sh.shootdown.current_request(id),
+            seen: sh.shootdown.start(id),
             tlb: Tlb::new(sh.config.tlb_entries),
             cache: FrameCache::new(),
             tables,
@@ -82,6 +86,7 @@ impl Core {
                 .as_ref()
                 .map(aspace_sync::LockGroup::join),
             anon: 0..0,
+            in_session: false,
         })
     }
 

@@ -94,6 +94,29 @@ pub(crate) unsafe fn write_to_frame(src: &[u8], dst: *mut u8) {
     }
 }
 
+/// Loads the aligned 8-byte word at `p` (one atomic load, as every access here).
+///
+/// # Safety
+/// `p` is 8-byte aligned and lies in frame memory the caller may read (a frame translated in
+/// its current access window); every other access to that frame goes through this module.
+#[inline(always)]
+pub(crate) unsafe fn load_word(p: *const u8) -> u64 {
+    debug_assert!(p as usize % WORD == 0);
+    // SAFETY: the caller's contract (aligned, accessible, accessed only atomically).
+    unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Relaxed)
+}
+
+/// Stores `v` into the aligned 8-byte word at `p` (one atomic store).
+///
+/// # Safety
+/// As for [`load_word`], and the frame's translation allows writes.
+#[inline(always)]
+pub(crate) unsafe fn store_word(p: *mut u8, v: u64) {
+    debug_assert!(p as usize % WORD == 0);
+    // SAFETY: the caller's contract (aligned, accessible, writable, accessed only atomically).
+    unsafe { AtomicU64::from_ptr(p as *mut u64) }.store(v, Ordering::Relaxed)
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

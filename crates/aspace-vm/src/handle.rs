@@ -92,7 +92,13 @@ impl CoreHandle {
         if self.space.shared.in_forked_child() {
             return Err(VmError::ForkedChild);
         }
+        close_leaked_session(&self.space.shared, &mut self.core);
         Ok((&self.space, &mut *self.core))
+    }
+
+    /// The space and this core for a session (`session.rs`), unless this is a forked child.
+    pub(crate) fn session_parts(&mut self) -> Result<(&Space, &mut Core), VmError> {
+        self.parts()
     }
 
     /// Maps `len` bytes (rounded up to pages) like `mmap(addr, len, prot, flags, -1, 0)`:
@@ -206,48 +212,75 @@ impl CoreHandle {
         self.access(addr, 1, access, |_, _, _| {})
     }
 
-    /// The access path (module doc): translates every page of `[addr, addr + len)` for
-    /// `access`, handling faults outside the access window, then calls `copy(frame address,
-    /// offset into the access, bytes)` for each page piece inside one window.
+    /// The access path (module doc), [`access_path`] on this handle's core.
     #[inline]
     fn access(
         &mut self,
         addr: u64,
         len: u64,
         access: Access,
-        mut copy: impl FnMut(usize, usize, usize),
+        copy: impl FnMut(usize, usize, usize),
     ) -> Result<(), Fault> {
         if len == 0 {
             return Ok(());
         }
-        let Space { design, shared: sh } = &*self.space;
-        if sh.in_forked_child() {
+        if self.space.shared.in_forked_child() {
             return Err(Fault::ForkedChild { addr });
         }
-        let core = &mut *self.core;
-        let in_page = (addr % PAGE_SIZE) as usize;
-        let result = if in_page as u64 + len <= PAGE_SIZE {
-            // One page: no scratch list.
-            loop {
-                let mut window = AccessWindow::open(sh, core);
-                if let Some(frame) = window.translate(addr, access) {
-                    copy(frame + in_page, 0, len as usize);
-                    break Ok(());
-                }
-                drop(window);
-                if let Err(f) = design.fault(sh, core, addr, access) {
-                    break Err(f);
-                }
-            }
-        } else {
-            Self::access_pages(self.space.as_ref(), core, addr, len, access, &mut copy)
-        };
-        sh.counters
-            .of(core.id)
-            .publish_tlb(core.tlb.hits(), core.tlb.misses());
-        result
+        close_leaked_session(&self.space.shared, &mut self.core);
+        access_path(self.space.as_ref(), &mut self.core, addr, len, access, copy)
     }
+}
 
+/// Closes the window of a session that was leaked (`mem::forget`) instead of dropped: its
+/// borrow of the handle is over, so nothing uses the window any more, and leaving it open would
+/// hold every shooter forever.
+#[inline(always)]
+fn close_leaked_session(sh: &crate::shared::Shared, core: &mut Core) {
+    if core.in_session {
+        core.in_session = false;
+        sh.shootdown.end_access(core.id);
+    }
+}
+
+/// The access path (module doc): translates every page of `[addr, addr + len)` (`len > 0`)
+/// for `access`, handling faults outside the access window, then calls `copy(frame address,
+/// offset into the access, bytes)` for each page piece inside one window. The core must not be
+/// inside a window (a session steps out before calling this).
+#[inline]
+pub(crate) fn access_path(
+    space: &Space,
+    core: &mut Core,
+    addr: u64,
+    len: u64,
+    access: Access,
+    mut copy: impl FnMut(usize, usize, usize),
+) -> Result<(), Fault> {
+    let Space { design, shared: sh } = space;
+    let in_page = (addr % PAGE_SIZE) as usize;
+    let result = if in_page as u64 + len <= PAGE_SIZE {
+        // One page: no scratch list.
+        loop {
+            let mut window = AccessWindow::open(sh, core);
+            if let Some(frame) = window.translate(addr, access) {
+                copy(frame + in_page, 0, len as usize);
+                break Ok(());
+            }
+            drop(window);
+            if let Err(f) = design.fault(sh, core, addr, access) {
+                break Err(f);
+            }
+        }
+    } else {
+        CoreHandle::access_pages(space, core, addr, len, access, &mut copy)
+    };
+    sh.counters
+        .of(core.id)
+        .publish_tlb(core.tlb.hits(), core.tlb.misses());
+    result
+}
+
+impl CoreHandle {
     /// The multi-page case of [`CoreHandle::access`].
     fn access_pages(
         space: &Space,
@@ -317,6 +350,7 @@ impl Drop for CoreHandle {
             // (`fork.rs`); dropping the `Arc` of the space touches no lock either.
             return;
         }
+        close_leaked_session(&self.space.shared, &mut self.core);
         // The design's own empty metadata tables where no region lies go before the core does
         // (`radix`'s owner tree keeps the tables at the edges of what its windows held until a
         // reclaim; nothing to do for the other designs): after every core detached, the page

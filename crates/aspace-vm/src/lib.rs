@@ -164,11 +164,15 @@ mod fault_inject;
 mod fork;
 mod frame_io;
 mod frames;
+#[cfg(feature = "vm-memory")]
+mod guest_bytes;
 mod handle;
+mod page_slice;
 mod page_table;
 mod region;
 mod reservation;
 mod semantics;
+mod session;
 mod shared;
 mod shootdown;
 mod space;
@@ -179,7 +183,11 @@ pub mod types;
 
 pub use config::{Arenas, Builder, Config, CountLimit, Design};
 pub use error::{ConfigField, Fault, Limit, VmError};
+#[cfg(feature = "vm-memory")]
+pub use guest_bytes::GuestBytes;
 pub use handle::CoreHandle;
+pub use page_slice::{PageSlice, SliceError};
+pub use session::Session;
 pub use space::AddressSpace;
 pub use stats::Stats;
 pub use types::{Access, Advice, MapFlags, Prot, RegionInfo, Sharing, PAGE_SIZE};

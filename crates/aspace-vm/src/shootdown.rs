@@ -12,6 +12,8 @@
 //! - `access`: odd while the core is inside an access (`read`/`write`/`touch`), even otherwise;
 //!   only the core writes it.
 //! - `request`: the number of flush requests ever sent to the core; shooters bump it.
+//! - `ack`: the last request count the core flushed for (or started from at registration);
+//!   only the core writes it.
 //!
 //! Core side, around every access ([`Shootdown::begin_access`], [`Shootdown::end_access`]):
 //!
@@ -19,7 +21,7 @@
 //! begin:  access := access + 1 (odd)         Release store
 //!         F2: fence(SeqCst)
 //!         r := request                        Acquire load
-//!         if r != seen { flush TLB; seen := r }
+//!         if r != seen { flush TLB; seen := r; ack := r (Release store) }
 //!         ... translate (TLB, else page-table walk + TLB insert), copy bytes ...
 //! end:    access := access + 1 (even)        Release store
 //! ```
@@ -31,7 +33,8 @@
 //!         for each registered target c:  c.request += 1            (Release RMW)
 //!         F3: fence(SeqCst)
 //!         for each registered target c:  a := c.access (Acquire);
-//!                                        if a is odd: wait until c.access != a (Acquire)
+//!                                        if a is odd: t := c.request (Relaxed, >= our bump);
+//!                                            wait until c.access != a or c.ack >= t (Acquire)
 //! ```
 //!
 //! The caller frees the frames (or reuses them) only after `shootdown` returns.
@@ -58,6 +61,17 @@
 //!   this access must already see the cleared PTEs, or it would cache a stale translation and use
 //!   it after the shooter returned. The fences do not give that here; the Acquire `request` load
 //!   reading the Release bump does (the shooter's F1 alone also makes the bump a release).
+//! - The wait also ends when `ack >= t` (`t`, read after our bump, is our bump or a later one):
+//!   the core then read a request count `>= t` in some `begin` (or at registration) and flushed
+//!   (a new core's TLB is empty). That load is Acquire and read our Release bump or a later RMW
+//!   of its release sequence, so the core's walks after it see the PTE clears; its TLB holds no
+//!   entry older than it; and every access before it ended before the `ack` store (program
+//!   order), which is Release and read by our Acquire load, so those accesses happen before we
+//!   return. The window we saw may be the one whose `begin` acknowledged (it read our bump
+//!   although its odd store is what our load after F3 read: reading a store that follows the
+//!   load's fence in S is allowed); without `ack` we would wait for that window to end even
+//!   though it holds nothing stale. For a per-call access that costs one access at most; for
+//!   a session (below) it was unbounded, and loom found it.
 //! - The shooter's wait ends when it reads *any* later value of `access`, possibly the next
 //!   access's odd `begin` store instead of the awaited `end` store. Since C++20 a release
 //!   sequence no longer continues through later plain stores of the same thread, so the `begin`
@@ -85,6 +99,43 @@
 //! PTEs. A new core starts with an empty TLB, so it has nothing stale to flush. **Unregistering**
 //! clears the bit with Release after the core's last `end_access`; a shooter that reads the bit
 //! cleared (Acquire) therefore also sees that core's last access finished.
+//!
+//! # Sessions: one window for many accesses, requests taken at safe points
+//!
+//! A session (`session.rs`, the public `Session`) keeps one core's window open across many
+//! accesses, as a QEMU vCPU takes cross-CPU flushes at safe points instead of fencing every
+//! access. The core side is the protocol above with `begin` done once and the per-access fence
+//! replaced by a check of the core's own request word:
+//!
+//! ```text
+//! open:    begin
+//! access:  if request != seen (Relaxed load)                  [`requested`]
+//!              renew: end; begin (flushes, acks)              [`Shootdown::renew`]
+//!          translate (TLB, else walk), copy
+//! fault:   end; the design's fault handler (locks); begin     (the session steps out)
+//! poll():  the access's first line alone
+//! close:   end
+//! ```
+//!
+//! Safety: a session is a sequence of windows, each opened by `begin` and closed by `end`
+//! exactly as above, so the argument above applies to each window unchanged: a shooter that
+//! saw a window's odd value returns only once that window ended (Release `end`, after every
+//! frame access of the window) or the core acknowledged its request (Release `ack`, after a
+//! flush), and a window opened after the shooter's F3 reads the bump and flushes. The relaxed
+//! check weakens nothing: a stale value only *delays* the `renew` that lets a waiting shooter
+//! go. When it sees the bump, `renew`'s `begin` reads the request again (Acquire, after F2): by
+//! coherence it reads the bump or a later value, so it flushes, acknowledges and synchronizes
+//! with the bump's Release (the PTE clears are visible to the new window's walks).
+//!
+//! Liveness, the latency contract: a shooter waits for a session at most until the session's
+//! first check (access or `poll()`) that reads the shooter's bump, plus the rest of that one
+//! access: that check renews, whose `end` and `ack` each release the shooter. A window whose
+//! `begin` already took the bump has acknowledged it, so the shooter does not wait for it at
+//! all (the `ack` case above; without `ack` such a window would hold the shooter until the
+//! session stepped out or closed, however often it polled: loom's
+//! `loom_a_polling_session_releases_the_shooter_at_its_next_poll` deadlocked). A session that
+//! neither accesses nor polls holds every shooter that targets it; an idle core (no session,
+//! no access) is never waited for.
 //!
 //! # Cost
 //!
@@ -271,6 +322,9 @@ struct ShootdownSlot {
     access: AtomicU64,
     /// Flush requests sent to the core; bumped by shooters.
     request: AtomicU64,
+    /// The last request count the core flushed for, or started from (module doc). Written only
+    /// by the core.
+    ack: AtomicU64,
     /// Flushes this slot's cores performed in response (statistics; never reset, so the sum
     /// over slots counts every core that ever used the slot).
     received: StatCounter,
@@ -313,6 +367,7 @@ impl Shootdown {
                 CachePadded::new(ShootdownSlot {
                     access: AtomicU64::new(0),
                     request: AtomicU64::new(0),
+                    ack: AtomicU64::new(0),
                     received: StatCounter::new(0),
                 })
             })
@@ -385,7 +440,20 @@ impl Shootdown {
         );
     }
 
-    /// The current flush-request count of `id`'s slot: the `seen` a new registration starts from.
+    /// The `seen` a core that just registered `id` starts from: the slot's request count,
+    /// acknowledged (a new core's TLB is empty, so it has flushed for every request so far; a
+    /// shooter that bumped the slot before may return on it, module doc).
+    pub(crate) fn start(&self, id: CoreId) -> u64 {
+        let slot = &self.slots[id.index()];
+        // Acquire: pairs with the Release bumps (the PTE clears of a shooter we acknowledge
+        // are visible to our walks).
+        let r = slot.request.load(Ordering::Acquire);
+        // Release: pairs with the Acquire `ack` load in a shooter's wait.
+        slot.ack.store(r, Ordering::Release);
+        r
+    }
+
+    /// The current flush-request count of `id`'s slot.
     pub(crate) fn current_request(&self, id: CoreId) -> u64 {
         // Relaxed: a fresh TLB is empty, so missing a concurrent bump costs nothing (the bump's
         // own ordering is established by the next `begin_access`).
@@ -418,6 +486,10 @@ impl Shootdown {
         if r != *seen {
             tlb.flush_all();
             *seen = r;
+            // Release: pairs with the Acquire `ack` load in a shooter's wait: the accesses of
+            // the windows before this one (ended before it) happen before that shooter returns,
+            // and this core's TLB holds nothing older than request `r` from here on.
+            slot.ack.store(r, Ordering::Release);
             slot.received.fetch_add(1, StatOrdering::Relaxed);
             true
         } else {
@@ -436,6 +508,22 @@ impl Shootdown {
         // did (frame reads/writes through translations it held) happens before the shooter
         // returns and the caller reuses the frame.
         slot.access.store(a + 1, Ordering::Release);
+    }
+
+    /// The flush-request word of `id`'s slot, for a session's per-access check
+    /// ([`requested`]; module doc, "Sessions").
+    #[inline]
+    pub(crate) fn request_word(&self, id: CoreId) -> &AtomicU64 {
+        &self.slots[id.index()].request
+    }
+
+    /// Takes a flush request inside a session (module doc, "Sessions"): ends the session's
+    /// current window and begins a new one, which flushes `tlb` (and acknowledges). Returns
+    /// whether it flushed. Must be called inside an access of `id`.
+    #[inline(never)]
+    pub(crate) fn renew(&self, id: CoreId, seen: &mut u64, tlb: &mut Tlb) -> bool {
+        self.end_access(id);
+        self.begin_access(id, seen, tlb)
     }
 
     /// Makes every targeted core drop its cached translations (module doc): bumps their flush
@@ -482,9 +570,16 @@ impl Shootdown {
                 let a = slot.access.load(Ordering::Acquire);
                 if a % 2 == 1 {
                     waited += 1;
+                    // Relaxed: our own bump precedes this load in the word's modification order,
+                    // so `t` is our bump or a later one (the order it needs).
+                    let t = slot.request.load(Ordering::Relaxed);
                     let backoff = Backoff::new();
-                    // Acquire: pairs with the Release in `end_access` of the access we wait for.
-                    while slot.access.load(Ordering::Acquire) == a {
+                    // Acquire (both): pair with the Release in `end_access` of the access we
+                    // wait for and with the Release `ack` store of a `begin` that flushed for
+                    // `t` or later (module doc).
+                    while slot.access.load(Ordering::Acquire) == a
+                        && slot.ack.load(Ordering::Acquire) < t
+                    {
                         spin_wait(&backoff);
                     }
                 }
@@ -527,6 +622,17 @@ impl std::fmt::Debug for Shootdown {
             .field("received", &self.received())
             .finish()
     }
+}
+
+/// Whether a flush request newer than `seen` reached the core whose request word is `request`
+/// (a session's per-access check; module doc, "Sessions").
+#[inline(always)]
+pub(crate) fn requested(request: &AtomicU64, seen: u64) -> bool {
+    // Relaxed: this load only decides *when* to take the request; the ordering that makes
+    // taking it safe is `renew`'s (its Release end store, F2, the Acquire request load and the
+    // Release `ack` store). A stale value only delays it to a later check; coherence makes the
+    // bump visible to a later load (on hardware within a store's propagation delay).
+    request.load(Ordering::Relaxed) != seen
 }
 
 /// The indices of the set bits of `x`, lowest first.

@@ -144,7 +144,7 @@ impl Core {
         let id = w.sd.register().expect("a free slot");
         Core {
             id,
-            seen: w.sd.current_request(id),
+            seen: w.sd.start(id),
             tlb: Tlb::new(4),
         }
     }
@@ -396,5 +396,161 @@ fn loom_targeted_shooter_neither_waits_for_nor_flushes_a_non_target() {
         );
         assert_eq!(target.tlb.lookup(World::va(0), Access::Read), None);
         w.sd.end_access(target.id);
+    });
+}
+
+// ---- Sessions (`session.rs`; module doc of `shootdown.rs`, "Sessions") ----------------------
+//
+// A session core runs the session's steps on the real `Shootdown` and `Tlb`: `begin_access`
+// once at open, then per access the relaxed `requested` check and `renew` when it fires, a TLB
+// lookup or PTE walk, and a fault stepped out of (`end_access`, the handler, `begin_access`);
+// `end_access` at close.
+
+impl Core {
+    /// One session access of page `i` (the core is inside its session's window): the frame's
+    /// value, or `None` for a fault.
+    fn session_access(&mut self, w: &World, i: usize) -> Option<u64> {
+        self.poll(w);
+        let va = World::va(i);
+        let ptr = match self.tlb.lookup(va, Access::Read) {
+            Some(p) => Some(p),
+            // Acquire: as the page-table walk loads entries.
+            None if w.pages[i].pte.load(Ordering::Acquire) == 1 => {
+                let p = w.frame_ptr(i);
+                self.tlb.insert(va, p, Prot::READ);
+                Some(p)
+            }
+            None => {
+                // The fault steps out of the window (the handler finds nothing) and back in.
+                w.sd.end_access(self.id);
+                self.open(w);
+                None
+            }
+        };
+        let v = ptr.map(|p| {
+            // SAFETY: `p` is `frame_ptr` of a page of `w`, which outlives the access.
+            let cell = unsafe { &*(p as *const UnsafeCell<u64>) };
+            // SAFETY: loom checks this read is ordered against the shooter's write.
+            cell.with(|x| unsafe { *x })
+        });
+        assert_ne!(v, Some(POISON), "a session read a reused frame");
+        v
+    }
+
+    /// `Session::poll`.
+    fn poll(&mut self, w: &World) {
+        if super::requested(w.sd.request_word(self.id), self.seen) {
+            w.sd.renew(self.id, &mut self.seen, &mut self.tlb);
+        }
+    }
+
+    /// Opens a session's window (`CoreHandle::session`, or the step back in after a fault).
+    fn open(&mut self, w: &World) {
+        w.sd.begin_access(self.id, &mut self.seen, &mut self.tlb);
+    }
+}
+
+/// A session with `P0 -> X0` cached reads page 0 in a loop while a shooter munmaps it: no read
+/// sees the reused frame or races with the reuse (loom's cell tracking), and the first access
+/// that began after the session saw `munmap` returned faults. The loop ends because the
+/// session takes the request at an access (else the shooter never returns and loom reports the
+/// endless run).
+///
+/// Mutation caught: `renew` taking the request without a flush (`*seen` set to the current
+/// request between its `end_access` and `begin_access`): "Causality violation: Concurrent read
+/// and write accesses to `UnsafeCell`." (the stale TLB entry reads the frame being reused).
+#[test]
+fn loom_session_never_reads_a_reused_frame_and_faults_after_munmap() {
+    model(|| {
+        let w = World::new(2, 1);
+        let mut core = Core::register(&w);
+        core.prefill(&w, 0);
+        let shooter = {
+            let w = w.clone();
+            thread::spawn(move || w.munmap(0))
+        };
+        core.open(&w);
+        loop {
+            // Acquire: pairs with the shooter's Release store after shootdown returned.
+            let after = w.pages[0].returned.load(Ordering::Acquire);
+            let v = core.session_access(&w, 0);
+            if after {
+                assert_eq!(v, None, "an access after munmap returned did not fault");
+                break;
+            }
+            thread::yield_now();
+        }
+        w.sd.end_access(core.id);
+        shooter.join().unwrap();
+        assert_eq!(w.sd.received(), 1);
+    });
+}
+
+/// The liveness half of the latency contract: a session that only polls (no accesses, its
+/// window open) releases a shooter waiting for it at its next poll that reads the bump. The
+/// session polls in a loop until the shooter returned: if no poll ended the wait, neither
+/// thread could move and loom reports the endless run. The window the shooter waits for may
+/// be one whose `begin` already took the bump (at the open, or a renew's `begin` that ran
+/// before the shooter's `access` load): no later check fires for it, and only the `ack` word
+/// lets the shooter go.
+///
+/// Mutations caught (each failing with "Model exceeded maximum number of
+/// branches. This is often caused by an algorithm requiring the processor to make progress,
+/// e.g. spin locks."): `requested` answering `false` (the request never taken); the shooter's
+/// wait ignoring `ack` (`&& ack < t` dropped; the protocol before `ack` existed, where loom
+/// found the case).
+#[test]
+fn loom_a_polling_session_releases_the_shooter_at_its_next_poll() {
+    model(|| {
+        let w = World::new(2, 1);
+        let mut core = Core::register(&w);
+        core.prefill(&w, 0);
+        let shooter = {
+            let w = w.clone();
+            thread::spawn(move || w.munmap(0))
+        };
+        core.open(&w);
+        // Acquire: pairs with the shooter's Release store after shootdown returned.
+        while !w.pages[0].returned.load(Ordering::Acquire) {
+            core.poll(&w);
+            thread::yield_now();
+        }
+        assert_eq!(
+            core.session_access(&w, 0),
+            None,
+            "the renewed window faults"
+        );
+        w.sd.end_access(core.id);
+        shooter.join().unwrap();
+    });
+}
+
+/// An idle core is never waited for, also right after a session: the core opens a session,
+/// reads once, closes it and then waits (idle) for the shooter to return; a shooter that
+/// waited for it would never return. Its next session flushes and faults.
+///
+/// Mutation caught: the shooter waiting for every target whatever its parity (`a % 2 == 1`
+/// replaced by `true`): "Model exceeded maximum number of branches. This is often caused by
+/// an algorithm requiring the processor to make progress, e.g. spin locks."
+#[test]
+fn loom_a_closed_session_is_idle_and_never_waited_for() {
+    model(|| {
+        let w = World::new(2, 1);
+        let mut core = Core::register(&w);
+        let shooter = {
+            let w = w.clone();
+            thread::spawn(move || w.munmap(0))
+        };
+        core.open(&w);
+        core.session_access(&w, 0);
+        w.sd.end_access(core.id);
+        // Acquire: pairs with the shooter's Release store after shootdown returned.
+        while !w.pages[0].returned.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        core.open(&w);
+        assert_eq!(core.session_access(&w, 0), None);
+        w.sd.end_access(core.id);
+        shooter.join().unwrap();
     });
 }
