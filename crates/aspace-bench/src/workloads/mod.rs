@@ -15,6 +15,7 @@ pub mod ds_map;
 pub mod ds_query;
 pub mod fault_load;
 pub mod global;
+pub mod interp;
 pub mod limit_counter;
 pub mod list;
 pub mod local;
@@ -63,6 +64,7 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &vm::Vm(soft_fault::SoftFault),
         &vm::Vm(metis::Metis),
         &vm::Vm(metis::Metis64k),
+        &interp::Interp,
     ]
 }
 
