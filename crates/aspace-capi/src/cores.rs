@@ -13,10 +13,9 @@
 //! host would (little-endian on x86-64 and aarch64), and need no alignment: an access that
 //! crosses a page boundary is checked against both pages and changes nothing if either faults.
 //!
-//! Access sessions (issue 24's first part, built on another branch) plug in here: a
-//! session-opening entry point takes the slot lock once for many accesses, and its
-//! `aspace_session_read_u64`-style functions are thin wrappers like these over the session's
-//! typed accesses.
+//! Access sessions (`sessions.rs`, feature `sessions`) plug in here: `aspace_session_run`
+//! takes the slot lock once ([`with_core`]) for many accesses, and its `aspace_session_*`
+//! functions are thin wrappers like these over the session's accesses.
 //!
 //! Not for: the space entry points (`spaces.rs`).
 
@@ -29,11 +28,14 @@ use crate::registry::{CoreEntry, CORES, SPACES};
 use aspace_vm::{Access, Advice, Fault, MapFlags, Prot};
 use std::ffi::c_void;
 
-/// Runs `f` on the core `core` names, under its slot's lock.
-fn with_core<R>(
+/// Runs `f` on the core `core` names, under its slot's lock (`-EDEADLK` inside a session
+/// callback: `sessions.rs`).
+pub(crate) fn with_core<R>(
     core: AspaceCore,
     f: impl FnOnce(&mut CoreEntry) -> Result<R, i32>,
 ) -> Result<R, i32> {
+    #[cfg(feature = "sessions")]
+    crate::sessions::outside_session()?;
     CORES
         .with(core.raw, |e| f(e))
         .map_err(|e| e.errno())
@@ -53,6 +55,8 @@ pub unsafe extern "C" fn aspace_attach(space: AspaceSpace, out: *mut AspaceCore)
         if out.is_null() {
             return Err(libc::EINVAL);
         }
+        #[cfg(feature = "sessions")]
+        crate::sessions::outside_session()?;
         let raw = SPACES
             .with(space.raw, |entry| {
                 let core = entry.space.attach().map_err(|e| e.errno())?;
@@ -80,6 +84,8 @@ pub unsafe extern "C" fn aspace_attach(space: AspaceSpace, out: *mut AspaceCore)
 #[no_mangle]
 pub extern "C" fn aspace_detach(core: AspaceCore) -> i32 {
     guard_int(|| {
+        #[cfg(feature = "sessions")]
+        crate::sessions::outside_session()?;
         let entry = CORES.remove(core.raw).map_err(|e| e.errno())?;
         // The space may be gone (destroyed after we took the core): nothing to strike then.
         let _ = SPACES.with(entry.space, |s| s.cores.retain(|&c| c != core.raw));

@@ -89,6 +89,8 @@ pub unsafe extern "C" fn aspace_create(config: *const AspaceConfig, out: *mut As
 #[no_mangle]
 pub extern "C" fn aspace_destroy(space: AspaceSpace) -> i32 {
     guard_int(|| {
+        #[cfg(feature = "sessions")]
+        crate::sessions::outside_session()?;
         let entry = SPACES.remove(space.raw).map_err(|e| e.errno())?;
         for core in &entry.cores {
             // A core detached concurrently (its `aspace_detach` took it first) is already gone.
@@ -131,6 +133,10 @@ pub unsafe extern "C" fn aspace_maps(
     guard(i64::from, || {
         if (buf.is_null() && cap > 0) || cap > isize::MAX as usize / size_of::<AspaceRegion>() {
             return i64::from(neg(libc::EINVAL));
+        }
+        #[cfg(feature = "sessions")]
+        if let Err(e) = crate::sessions::outside_session() {
+            return i64::from(neg(e));
         }
         let space = match SPACES.with(space.raw, |e| e.space.clone()) {
             Ok(s) => s,
@@ -177,6 +183,8 @@ pub unsafe extern "C" fn aspace_stats(space: AspaceSpace, out: *mut AspaceStats)
         if out.is_null() {
             return Err(libc::EINVAL);
         }
+        #[cfg(feature = "sessions")]
+        crate::sessions::outside_session()?;
         let space = SPACES
             .with(space.raw, |e| e.space.clone())
             .map_err(|e| e.errno())?;
