@@ -115,3 +115,16 @@ fn the_c_example_runs_and_checks_its_results() {
     let out = build_and_run("examples/hello.c", "hello");
     assert!(out.contains("hello from a software MMU"), "{out}");
 }
+
+/// Sessions in C (`tests/c/sessions_test.c`): only with the `sessions` feature.
+#[cfg(feature = "sessions")]
+#[test]
+fn the_c_sessions_test_passes() {
+    if !have_cc() {
+        eprintln!("no cc on the PATH: the C sessions test is not run here");
+        return;
+    }
+    let out = build_and_run("tests/c/sessions_test.c", "sessions_test");
+    let last = out.lines().last().unwrap_or_default();
+    assert!(last.ends_with(" passed, 0 failed"), "{out}");
+}
