@@ -14,7 +14,8 @@
 //! - [`workloads`]: one file per workload (`rcu-read`, `rcu-update`, `rcu-gp`, `ds-query`,
 //!   `ds-alloc`, `ds-map`, `readers-writers`, `limit-counter`, `refcount`, and the
 //!   address-space workloads `alloc`,
-//!   `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load` over `workloads/vm.rs`);
+//!   `alloc-fault-modify`, `local`, `pipeline`, `global`, `fault-load` over `workloads/vm.rs`;
+//!   and `interp`, an interpreter over aspace memory against a plain `Vec`);
 //! - [`conflicts`]: `aspace conflicts`, the cache-line conflict audit (instrumented with the
 //!   `conflicts` feature);
 //! - [`limits`]: the maxima of the command line's thread counts, durations and repeats;

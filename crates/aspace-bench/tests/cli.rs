@@ -43,6 +43,7 @@ fn list_names_every_workload_with_its_designs() {
         "ds-map",
         "readers-writers",
         "refcount",
+        "interp",
     ] {
         assert!(text.contains(w), "{w} missing from:\n{text}");
     }

@@ -17,6 +17,7 @@ pub mod ds_map;
 pub mod ds_query;
 pub mod fault_load;
 pub mod global;
+pub mod interp;
 pub mod limit_counter;
 pub mod list;
 pub mod local;
@@ -68,6 +69,7 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &access::ACCESS,
         &access::ACCESS_WIDE,
         &access_munmap::AccessMunmap,
+        &interp::Interp,
     ]
 }
 
