@@ -67,6 +67,10 @@ pub(crate) struct Group {
     /// grace period has *completed* (the flag alone says only that it began: a `synchronize()`
     /// that panics, e.g. the debug check of a join inside a read section, leaves it set).
     members: Mutex<JoinState>,
+    /// A copy of `members.members`, stored under the mutex, read by [`LockGroup::members`]
+    /// without it: that mutex is held across the upgrade's grace period, so a `members()`
+    /// inside a critical section would wait for a join that waits for the section.
+    count: AtomicUsize,
     /// The domain whose read sections enclose the critical sections.
     domain: Domain,
 }
@@ -111,6 +115,7 @@ impl LockGroup {
             group: Arc::new(Group {
                 thread_safe: AtomicBool::new(false),
                 members: Mutex::new(JoinState::default()),
+                count: AtomicUsize::new(0),
                 domain: Domain::try_with_config(aspace_rcu::DomainConfig::default())?,
             }),
         })
@@ -140,6 +145,8 @@ impl LockGroup {
             members.upgraded = true;
         }
         members.members = count;
+        // Relaxed: a statistic for `members()` (see `Group::count`).
+        self.group.count.store(count, Ordering::Relaxed);
         drop(members);
         Member::new(self, reader)
     }
@@ -151,13 +158,11 @@ impl LockGroup {
         self.group.thread_safe.load(Ordering::Acquire)
     }
 
-    /// The number of members now.
+    /// The number of members now. Takes no lock: callable inside a critical section, also
+    /// while a join waits for that section.
     pub fn members(&self) -> usize {
-        self.group
-            .members
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .members
+        // Relaxed: a statistic; joins and leaves store it under the join mutex.
+        self.group.count.load(Ordering::Relaxed)
     }
 }
 
@@ -189,6 +194,8 @@ impl Drop for Member {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         members.members -= 1;
+        // Relaxed: as in `LockGroup::join`.
+        self.group.count.store(members.members, Ordering::Relaxed);
     }
 }
 

@@ -143,3 +143,39 @@ proptest! {
         run(threads, 3000, &joins);
     }
 }
+
+/// Review (issue 22): `LockGroup::members()` from inside a light section while a second member's
+/// join waits for that section (the upgrade's grace period, under the group's join mutex):
+/// `members()` takes the same mutex, so the section never ends and the join never returns.
+/// `join()` documents that it must not be called inside a section; `members()` does not.
+/// Fails (reports the hang) while `members()` waits on the join mutex.
+#[test]
+fn members_inside_a_light_section_during_an_upgrade_does_not_hang() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let group = LockGroup::new();
+    let lock = std::sync::Arc::new(UpgradableRwLock::new(&group, 0u8));
+    let (started_tx, started_rx) = channel();
+    let (done_tx, done_rx) = channel();
+    let (g1, l1) = (group.clone(), lock.clone());
+    // Detached: if it hangs, the test reports it and the process exits anyway.
+    std::thread::spawn(move || {
+        let m = g1.join();
+        let _r = l1.read(&m);
+        started_tx.send(()).unwrap();
+        // Let the joiner below take the join mutex and start its grace period.
+        std::thread::sleep(Duration::from_millis(200));
+        let n = g1.members();
+        done_tx.send(n).unwrap();
+    });
+    started_rx.recv().unwrap();
+    let g2 = group.clone();
+    std::thread::spawn(move || {
+        let _m = g2.join();
+        std::thread::sleep(Duration::from_secs(3600));
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "members() inside a light section hangs while a join waits for that section"
+    );
+}
