@@ -166,3 +166,6 @@ impl DesignOps for Coarse {
         self.count.load(Relaxed)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod review_tests;
