@@ -323,13 +323,13 @@ mod tests {
     fn suite_covers_every_design_of_every_workload_at_one_and_two_threads() {
         let pts = points();
         // `fault-load` with a free `--mmap-pct` is left out (its levels run instead), and
-        // readers-writers and fault-load-100pct run at 2 threads only.
+        // readers-writers, fault-load-100pct and access-munmap run at 2 threads only.
         let expected: usize = workloads::all()
             .iter()
             .filter(|w| w.name() != workloads::FAULT_LOAD)
             .map(|w| {
                 let counts = match w.name() {
-                    "readers-writers" | "fault-load-100pct" => 1,
+                    "readers-writers" | "fault-load-100pct" | "access-munmap" => 1,
                     _ => 2,
                 };
                 w.designs().len() * counts

@@ -164,6 +164,8 @@ mod fault_inject;
 mod fork;
 mod frame_io;
 mod frames;
+#[cfg(feature = "vm-memory")]
+mod guest_bytes;
 mod handle;
 mod page_slice;
 mod page_table;
@@ -181,6 +183,8 @@ pub mod types;
 
 pub use config::{Arenas, Builder, Config, CountLimit, Design};
 pub use error::{ConfigField, Fault, Limit, VmError};
+#[cfg(feature = "vm-memory")]
+pub use guest_bytes::GuestBytes;
 pub use handle::CoreHandle;
 pub use page_slice::{PageSlice, SliceError};
 pub use session::Session;

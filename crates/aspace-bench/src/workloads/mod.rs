@@ -6,6 +6,8 @@
 //! [`all`] lists every workload in report order; [`find`] resolves a command-line name.
 //! Adding a workload means adding its file and one line in [`all`].
 
+pub mod access;
+pub mod access_munmap;
 pub mod alloc;
 pub mod alloc_fault_modify;
 pub mod arena;
@@ -63,6 +65,9 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &vm::Vm(soft_fault::SoftFault),
         &vm::Vm(metis::Metis),
         &vm::Vm(metis::Metis64k),
+        &access::ACCESS,
+        &access::ACCESS_WIDE,
+        &access_munmap::AccessMunmap,
     ]
 }
 
