@@ -19,7 +19,8 @@
 //! [`Session::poll`]; when it sees a new request it *renews*: ends its window (which releases
 //! the waiting shooter) and opens a new one, which flushes its TLB. A fault steps out the same
 //! way: the window ends, the design's fault handler runs outside it (it takes locks and may
-//! wait), a new window begins, and the access retries. No access after `munmap` returned can
+//! wait), a new window begins (also when the handler unwinds: `step_out`), and the access
+//! retries. No access after `munmap` returned can
 //! use the old frame: `munmap` returns only after the session's window that might hold the
 //! translation ended, and every later window flushed first.
 //!
@@ -70,6 +71,7 @@ use crate::error::{Fault, VmError};
 use crate::frame_io;
 use crate::handle::{access_path, CoreHandle};
 use crate::page_slice::PageSlice;
+use crate::shared::Shared;
 use crate::shootdown;
 use crate::space::Space;
 use crate::sync::AtomicU64;
@@ -167,12 +169,7 @@ impl<'h> Session<'h> {
             if let Some(frame) = access::walk(sh, self.core, addr, access) {
                 return Ok((frame + (addr % PAGE_SIZE) as usize) as *mut u8);
             }
-            let core = &mut *self.core;
-            sh.shootdown.end_access(core.id);
-            let r = design.fault(sh, core, addr, access);
-            sh.shootdown
-                .begin_access(core.id, &mut core.seen, &mut core.tlb);
-            r?;
+            step_out(sh, self.core, |core| design.fault(sh, core, addr, access))?;
         }
     }
 
@@ -191,12 +188,10 @@ impl<'h> Session<'h> {
         if sh.in_forked_child() {
             return Err(Fault::ForkedChild { addr });
         }
-        let core = &mut *self.core;
-        sh.shootdown.end_access(core.id);
-        let r = access_path(self.space, core, addr, len, access, copy);
-        sh.shootdown
-            .begin_access(core.id, &mut core.seen, &mut core.tlb);
-        r
+        let space = self.space;
+        step_out(sh, self.core, |core| {
+            access_path(space, core, addr, len, access, copy)
+        })
     }
 
     /// Whether `[addr, addr + len)` lies inside one page.
@@ -351,6 +346,34 @@ macro_rules! narrow {
 }
 
 narrow!(u8 read_u8 write_u8, u16 read_u16 write_u16, u32 read_u32 write_u32);
+
+/// Runs `f` (a fault handler, or the per-call access path) with the session's core stepped out
+/// of its window: ends the window, runs `f`, and begins a new one, **also when `f` unwinds**.
+/// A panic in the fault handler (a bug, an assertion) may be caught by the session's user
+/// (`catch_unwind` is safe) who then goes on accessing through the session, or unwind through
+/// [`Session`]'s drop, which ends the window: either way the window must be open again, or the
+/// session's TLB hits would run outside any window (shooters would not wait for them) and its
+/// drop would end the window twice (leaving the core's counter odd while idle and even inside
+/// its later windows: review of issue 24).
+#[inline]
+fn step_out<R>(sh: &Shared, core: &mut Core, f: impl FnOnce(&mut Core) -> R) -> R {
+    /// Begins the core's window again when dropped (at the end of `f`, or during unwinding).
+    struct StepIn<'a> {
+        sh: &'a Shared,
+        core: &'a mut Core,
+    }
+    impl Drop for StepIn<'_> {
+        fn drop(&mut self) {
+            let core = &mut *self.core;
+            self.sh
+                .shootdown
+                .begin_access(core.id, &mut core.seen, &mut core.tlb);
+        }
+    }
+    sh.shootdown.end_access(core.id);
+    let step_in = StepIn { sh, core };
+    f(&mut *step_in.core)
+}
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {

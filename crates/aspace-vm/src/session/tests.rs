@@ -255,3 +255,132 @@ fn sessions_of_two_cores_share_a_page_word_by_word() {
         }
     });
 }
+
+/// Review (issue 24): a panic in the fault handler while a session has stepped out of its
+/// window (here injected at `STAGE1_BEFORE_FILL`) unwinds through `Session::drop`, which ended
+/// the window a second time: the core's `access` counter was left odd while idle (every later
+/// shooter that targets the core waits forever) and even inside its next windows (shooters do
+/// not wait for them): a `munmap` on another core returned while this core held a page slice
+/// of the page, whose frame could then be reused under it.
+#[test]
+fn a_panic_in_a_session_s_fault_does_not_end_its_window_twice() {
+    use std::time::Duration;
+    let mut unwound = 0;
+    for &d in Design::ALL {
+        let s = space(d);
+        let mut h = s.attach().unwrap();
+        let a = h.mmap(0, PAGE_SIZE, RW, ANON).unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut se = h.session().unwrap();
+            crate::fault_inject::STAGE1_BEFORE_FILL.arm(|| panic!("injected panic in a fault"));
+            let _ = se.read_u64(a);
+        }));
+        // Disarms the point where this design's fault does not reach it.
+        crate::fault_inject::STAGE1_BEFORE_FILL.arm(|| {});
+        if r.is_ok() {
+            continue;
+        }
+        unwound += 1;
+        h.write(a, &7u64.to_le_bytes()).unwrap();
+        let returned = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let mut se = h.session().unwrap();
+            let p = se.page(a).unwrap();
+            sc.spawn(|| {
+                let mut h2 = s.attach().unwrap();
+                h2.munmap(a, PAGE_SIZE).unwrap();
+                // Release: pairs with the Acquire load below.
+                returned.store(true, Release);
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            // Acquire: pairs with the Release store after munmap returned.
+            let early = returned.load(Acquire);
+            let v = p.load_u64(0).unwrap();
+            drop(se);
+            assert!(
+                !early,
+                "{d:?}: munmap returned while this core held a page slice of the page"
+            );
+            assert_eq!(v, 7, "{d:?}");
+        });
+        // The core is idle again: a shooter that targets it returns.
+        let b = h.mmap(0, PAGE_SIZE, RW, ANON).unwrap();
+        h.write(b, &1u64.to_le_bytes()).unwrap();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let mut h2 = s.attach().unwrap();
+                h2.munmap(b, PAGE_SIZE).unwrap();
+                done.store(true, Release);
+            });
+            for _ in 0..200 {
+                if done.load(Acquire) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let ok = done.load(Acquire);
+            // Lets a shooter held by the odd counter go (a window begun and ended moves it on),
+            // so that a failing run ends instead of hanging in the scope's join.
+            let _ = h.read(b.wrapping_add(PAGE_SIZE * 1000), &mut [0; 1]);
+            assert!(ok, "{d:?}: munmap waited for an idle core");
+        });
+    }
+    assert!(
+        unwound > 0,
+        "the injected panic did not happen on any design"
+    );
+}
+
+/// Review (issue 24): a panic in the fault handler caught *inside* a session (safe code:
+/// `catch_unwind(AssertUnwindSafe(..))` around one access) left the session running with its
+/// window ended and never begun again: its later TLB hits and page slices ran outside any
+/// window, so a `munmap` on another core did not wait for them and the frame could be reused
+/// under them.
+#[test]
+fn a_session_that_caught_a_panic_in_its_fault_is_still_inside_its_window() {
+    use std::time::Duration;
+    let mut unwound = 0;
+    for &d in Design::ALL {
+        let s = space(d);
+        let mut h = s.attach().unwrap();
+        let a = h.mmap(0, PAGE_SIZE, RW, ANON).unwrap();
+        let c = h.mmap(0, PAGE_SIZE, RW, ANON).unwrap();
+        h.write(a, &7u64.to_le_bytes()).unwrap();
+        let returned = AtomicBool::new(false);
+        let mut se = h.session().unwrap();
+        assert_eq!(se.read_u64(a).unwrap(), 7); // `a` is in the TLB
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::fault_inject::STAGE1_BEFORE_FILL.arm(|| panic!("injected panic in a fault"));
+            let _ = se.read_u64(c);
+        }));
+        crate::fault_inject::STAGE1_BEFORE_FILL.arm(|| {});
+        if r.is_ok() {
+            continue;
+        }
+        unwound += 1;
+        std::thread::scope(|sc| {
+            let p = se.page(a).unwrap(); // a TLB hit
+            sc.spawn(|| {
+                let mut h2 = s.attach().unwrap();
+                h2.munmap(a, PAGE_SIZE).unwrap();
+                // Release: pairs with the Acquire load below.
+                returned.store(true, Release);
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            // Acquire: pairs with the Release store after munmap returned.
+            let early = returned.load(Acquire);
+            let v = p.load_u64(0).unwrap();
+            drop(se);
+            assert!(
+                !early,
+                "{d:?}: munmap returned while this core held a page slice of the page"
+            );
+            assert_eq!(v, 7, "{d:?}");
+        });
+    }
+    assert!(
+        unwound > 0,
+        "the injected panic did not happen on any design"
+    );
+}
