@@ -998,6 +998,8 @@ impl<V> Drop for Unpublished<V> {
 #[cfg(all(test, not(loom)))]
 mod tests;
 #[cfg(all(test, not(loom)))]
+mod tests_held;
+#[cfg(all(test, not(loom)))]
 mod tests_narrow;
 #[cfg(all(test, not(loom)))]
 mod tests_padded;

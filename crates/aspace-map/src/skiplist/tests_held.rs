@@ -1,0 +1,117 @@
+//! Tests of held ranges that keep their read section (issue 21, "One traversal per edit" in
+//! the module doc): more holders than reader slots, holders that run other operations while
+//! they hold, and what a leaked [`SkipLocked`](super::SkipLocked) does to reclamation.
+
+use super::readers::SLOTS;
+use super::SkipListMap;
+use crate::contract::{Interval, IntervalLocking, IntervalMap, KEY_SPACE_END, PAGE_SIZE as P};
+use aspace_rcu::Domain;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+fn iv(s: u64, e: u64) -> Interval {
+    Interval::new(s * P, e * P).unwrap()
+}
+
+fn all(m: &SkipListMap<u64>, range: std::ops::Range<u64>) -> Vec<(Interval, u64)> {
+    let r = m.domain().register();
+    let g = r.read();
+    let mut out = Vec::new();
+    m.visit(range, &g, &mut |iv, v| {
+        out.push((iv, *v));
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    out
+}
+
+/// One thread holds more ranges than the pool has slots (the rest open temporary readers),
+/// runs other updates (each in a slot of its own) while holding them, and swaps them in an
+/// order unrelated to the one they were taken in, while another thread churns elsewhere and
+/// the held sections keep every grace period open.
+#[test]
+fn more_held_ranges_than_reader_slots_swap_correctly() {
+    // Locks of every other interval: adjacent ones would share a node (a lock holds its
+    // predecessor), and the holder would wait for itself.
+    let n = 2 * (SLOTS as u64 + 44);
+    let m = Arc::new(SkipListMap::new(Domain::new()));
+    for k in 0..n {
+        m.map(2 * k * P..(2 * k + 1) * P, Some(k)).unwrap();
+    }
+    // Ends the gap held by the last lock (held up to the next node), so that the holder's own
+    // maps below do not wait for a node it holds.
+    m.map((2 * n + 2) * P..(2 * n + 3) * P, Some(0)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let base = 4 * n;
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let s = base + (i % 64) * 3;
+                m.map(s * P..(s + 2) * P, Some(i)).unwrap();
+                m.map((s + 1) * P..(s + 2) * P, None).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let mut held: Vec<_> = (0..n)
+        .map(|k| (k % 2 == 0).then(|| m.lock(2 * k * P..(2 * k + 1) * P).unwrap()))
+        .collect();
+    // Updates of other ranges by the holder itself, with every slot it could take busy.
+    for j in 0..50u64 {
+        let s = 2 * n + 5 + 2 * j;
+        m.map(s * P..(s + 1) * P, Some(j)).unwrap();
+    }
+    let order = (0..n)
+        .rev()
+        .filter(|k| k % 4 == 2)
+        .chain((0..n).filter(|k| k % 4 == 0));
+    for k in order {
+        let l = held[k as usize].take().unwrap();
+        m.swap(l, vec![(iv(2 * k, 2 * k + 1), k + 1000)]).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    m.check_invariants();
+    let got = all(&m, 0..2 * n * P);
+    let want: Vec<_> = (0..n)
+        .map(|k| (iv(2 * k, 2 * k + 1), if k % 2 == 0 { k + 1000 } else { k }))
+        .collect();
+    assert_eq!(got, want);
+    m.barrier();
+    assert!(all(&m, 2 * n * P..KEY_SPACE_END).len() >= 51);
+}
+
+/// A leaked held range (`mem::forget`, safe) used to leak only its node locks: other ranges
+/// went on, and `barrier()` returned. Since the lock keeps its read section, the leaked
+/// section stays open for ever: no grace period of the map's domain (which an address space
+/// shares) ends again, so nothing retired after it is freed, and `barrier()` (by any thread)
+/// waits for ever (it first waits for the leaked section's pool slot). Found in review of
+/// issue 21 (fails: `barrier()` still waiting after 5 s); left out of the default run because it
+/// leaves a thread hung. On `main` (section closed at the lock's return) it should pass: not run
+/// there.
+#[test]
+#[ignore = "review of issue 21: a leaked SkipLocked stops every grace period of the domain"]
+fn a_leaked_lock_does_not_stop_reclamation_elsewhere() {
+    let m = Arc::new(SkipListMap::new(Domain::new()));
+    m.map(0..P, Some(1)).unwrap();
+    // Ends the gap the lock below holds (up to the next node).
+    m.map(15 * P..16 * P, Some(2)).unwrap();
+    std::mem::forget(m.lock(10 * P..11 * P).unwrap());
+    for i in 0..1000 {
+        m.map(20 * P..21 * P, Some(i)).unwrap();
+    }
+    let (tx, rx) = mpsc::channel();
+    let m2 = Arc::clone(&m);
+    std::thread::spawn(move || {
+        m2.barrier();
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "barrier() still waiting 5 s after a leaked lock of an unrelated range"
+    );
+}
