@@ -99,8 +99,13 @@
 //! Hazard: a thread holding a [`SkipLocked`] is inside a read section of this map's domain, and
 //! updaters wait for node locks inside theirs, so it must not call `synchronize()`/`barrier()`
 //! on this map's domain, nor [`SkipListMap::barrier`], nor wait for a thread that does (the
-//! grace period would wait for the holder; debug builds of the RCU crate panic on the direct
-//! self-wait).
+//! grace period would wait for the holder; a holder calling [`SkipListMap::barrier`] blocks on
+//! its own pooled slot first, in every build). A [`SkipLocked`] leaked with `mem::forget` (safe)
+//! keeps its read section open for ever: nothing is freed early, but no grace period of the
+//! domain (which an address space shares) ends again, so retired nodes and deferred frees
+//! accumulate and `barrier()` of any thread waits for ever (review of issue 21; before the held
+//! section, a leak kept only its range locked). Pinning each recorded predecessor instead would
+//! close it at a shared write per level.
 //!
 //! # Reclamation
 //! Removed nodes are not handed to the domain one swap at a time: each reader slot batches them
