@@ -30,7 +30,13 @@ fn fail_unless_zero(a: &mut Asm, fail: Label) {
     a.branch(Cond::Ne, 0, ZERO, fail);
 }
 
-/// The demo's guest program: `rounds` times, `mmap` a chunk of `words` 8-byte words, write
+/// Where guest thread `tid` asks for its chunks: `HINT_BASE + tid * HINT_STRIDE` (16 TiB up, 4 GiB
+/// apart), far below the top-down area that unhinted mappings take.
+const HINT_BASE: u64 = 1 << 44;
+const HINT_STRIDE: u64 = 1 << 32;
+
+/// The demo's guest program: `rounds` times, `mmap` a chunk of `words` 8-byte words at the
+/// thread's own hint, write
 /// `tid * K + round * words + i` to word `i`, sum the chunk back, `mprotect` it read-only and
 /// store to it (SEGV_ACCERR, handled), `munmap` it and load from it (SEGV_MAPERR, handled).
 /// The SIGSEGV handler adds each fault's `si_code` to `r10`. At the end the thread stores its
@@ -62,16 +68,37 @@ pub fn demo_program(rounds: u64, words: u64) -> Vec<Insn> {
     syscall(&mut a, sys::RT_SIGACTION);
     // round:
     a.bind(round);
-    a.emit(Insn::Li { rd: 1, imm: 0 })
-        .emit(Insn::Li { rd: 2, imm: chunk })
-        .emit(Insn::Li {
-            rd: 3,
-            imm: PROT_RW,
-        })
-        .emit(Insn::Li {
-            rd: 4,
-            imm: MAP_PRIVATE_ANONYMOUS,
-        });
+    // r1 = the thread's own hint, HINT_BASE + tid * HINT_STRIDE: no other thread's mapping is
+    // placed there, so the chunk's address is not reused between its `munmap` and the load
+    // that must fault (with `mmap(NULL)`, Linux's top-down placement may hand the freed range
+    // to another thread in between, as the kernel would: that load then succeeds).
+    a.emit(Insn::Li {
+        rd: 1,
+        imm: HINT_STRIDE,
+    })
+    .emit(Insn::Mul {
+        rd: 1,
+        rs1: 11,
+        rs2: 1,
+    })
+    .emit(Insn::Li {
+        rd: 7,
+        imm: HINT_BASE,
+    })
+    .emit(Insn::Add {
+        rd: 1,
+        rs1: 1,
+        rs2: 7,
+    })
+    .emit(Insn::Li { rd: 2, imm: chunk })
+    .emit(Insn::Li {
+        rd: 3,
+        imm: PROT_RW,
+    })
+    .emit(Insn::Li {
+        rd: 4,
+        imm: MAP_PRIVATE_ANONYMOUS,
+    });
     syscall(&mut a, sys::MMAP);
     a.branch(Cond::Lt, 0, ZERO, fail);
     a.emit(Insn::Addi {
