@@ -36,12 +36,16 @@ fn coarse_local_conflicts_on_its_lock_word_every_operation() {
     let r = audit("local", "coarse", 4);
     assert_eq!(r.ops, 4 * 20);
     assert!(r.conflicts_per_op >= 1.0, "{r:?}");
-    let lock = r
+    // The space lock is an `UpgradableRwLock` (issue 22): its word is named at the lock's own
+    // sites (the take and the release), once per operation in all.
+    let lock: f64 = r
         .lines
         .iter()
-        .find(|l| l.site.contains("aspace-vm/src/designs/coarse.rs"))
-        .unwrap_or_else(|| panic!("the lock word is named: {:?}", r.lines));
-    assert_eq!(lock.per_op, 1.0, "{r:?}");
+        .filter(|l| l.site.contains("aspace-sync/src/upgradable_rwlock.rs"))
+        .map(|l| l.per_op)
+        .sum();
+    assert!(lock > 0.0, "the lock word is named: {:?}", r.lines);
+    assert!((lock - 1.0).abs() < 1e-9, "{r:?}");
 }
 
 #[test]
