@@ -35,7 +35,7 @@ pub(crate) fn with_core<R>(
     f: impl FnOnce(&mut CoreEntry) -> Result<R, i32>,
 ) -> Result<R, i32> {
     #[cfg(feature = "sessions")]
-    crate::sessions::outside_session()?;
+    crate::open_session::outside_session()?;
     CORES
         .with(core.raw, |e| f(e))
         .map_err(|e| e.errno())
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn aspace_attach(space: AspaceSpace, out: *mut AspaceCore)
             return Err(libc::EINVAL);
         }
         #[cfg(feature = "sessions")]
-        crate::sessions::outside_session()?;
+        crate::open_session::outside_session()?;
         let raw = SPACES
             .with(space.raw, |entry| {
                 let core = entry.space.attach().map_err(|e| e.errno())?;
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn aspace_attach(space: AspaceSpace, out: *mut AspaceCore)
 pub extern "C" fn aspace_detach(core: AspaceCore) -> i32 {
     guard_int(|| {
         #[cfg(feature = "sessions")]
-        crate::sessions::outside_session()?;
+        crate::open_session::outside_session()?;
         let entry = CORES.remove(core.raw).map_err(|e| e.errno())?;
         // The space may be gone (destroyed after we took the core): nothing to strike then.
         let _ = SPACES.with(entry.space, |s| s.cores.retain(|&c| c != core.raw));

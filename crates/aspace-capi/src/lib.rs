@@ -70,8 +70,10 @@
 pub mod abi;
 pub mod cores;
 mod errno;
-pub mod registry;
 /// Access sessions: needs `aspace_vm::Session` (branch `i27-sess`); enabled after that merge.
+#[cfg(feature = "sessions")]
+mod open_session;
+pub mod registry;
 #[cfg(feature = "sessions")]
 pub mod sessions;
 pub mod spaces;

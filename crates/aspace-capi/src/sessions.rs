@@ -28,6 +28,7 @@
 use crate::abi::{AspaceCore, AspaceFault};
 use crate::cores::with_core;
 use crate::errno::{guard, guard_int, neg};
+use crate::open_session::{Close, Open, NEXT_TOKEN, OPEN};
 use aspace_vm::{Fault, Session};
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -42,38 +43,6 @@ pub struct AspaceSession {
 /// The callback `aspace_session_run` calls with the open session.
 pub type AspaceSessionFn =
     Option<unsafe extern "C" fn(session: AspaceSession, ctx: *mut c_void) -> i32>;
-
-/// The thread's open session: its token, the session (lifetime erased) and its core's
-/// last-fault record.
-#[derive(Clone, Copy)]
-struct Open {
-    token: u64,
-    session: *mut c_void,
-    last_fault: *mut AspaceFault,
-}
-
-thread_local! {
-    static OPEN: Cell<Option<Open>> = const { Cell::new(None) };
-    static NEXT_TOKEN: Cell<u64> = const { Cell::new(1) };
-}
-
-/// `Err(EDEADLK)` while this thread has a session open: every entry point but the session's
-/// own calls this first (`cores::with_core`, `spaces.rs`).
-pub(crate) fn outside_session() -> Result<(), i32> {
-    match OPEN.with(Cell::get) {
-        Some(_) => Err(libc::EDEADLK),
-        None => Ok(()),
-    }
-}
-
-/// Closes the thread's record of the session when `aspace_session_run` returns or unwinds.
-struct Close;
-
-impl Drop for Close {
-    fn drop(&mut self) {
-        OPEN.with(|o| o.set(None));
-    }
-}
 
 /// Opens a session on `core`, calls `f(session, ctx)`, closes the session; returns what `f`
 /// returned, or `-EBADF`, `-EINVAL` (`f` NULL), `-EDEADLK` (a session is already open on this

@@ -90,7 +90,7 @@ pub unsafe extern "C" fn aspace_create(config: *const AspaceConfig, out: *mut As
 pub extern "C" fn aspace_destroy(space: AspaceSpace) -> i32 {
     guard_int(|| {
         #[cfg(feature = "sessions")]
-        crate::sessions::outside_session()?;
+        crate::open_session::outside_session()?;
         let entry = SPACES.remove(space.raw).map_err(|e| e.errno())?;
         for core in &entry.cores {
             // A core detached concurrently (its `aspace_detach` took it first) is already gone.
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn aspace_maps(
             return i64::from(neg(libc::EINVAL));
         }
         #[cfg(feature = "sessions")]
-        if let Err(e) = crate::sessions::outside_session() {
+        if let Err(e) = crate::open_session::outside_session() {
             return i64::from(neg(e));
         }
         let space = match SPACES.with(space.raw, |e| e.space.clone()) {
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn aspace_stats(space: AspaceSpace, out: *mut AspaceStats)
             return Err(libc::EINVAL);
         }
         #[cfg(feature = "sessions")]
-        crate::sessions::outside_session()?;
+        crate::open_session::outside_session()?;
         let space = SPACES
             .with(space.raw, |e| e.space.clone())
             .map_err(|e| e.errno())?;
