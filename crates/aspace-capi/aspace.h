@@ -88,17 +88,13 @@ typedef struct AspaceFault {
   int32_t error;
 } AspaceFault;
 
-#if defined(ASPACE_SESSIONS)
 // A session's token, valid inside the `aspace_session_run` callback that received it.
 typedef struct AspaceSession {
   uint64_t raw;
 } AspaceSession;
-#endif
 
-#if defined(ASPACE_SESSIONS)
 // The callback `aspace_session_run` calls with the open session.
 typedef int32_t (*AspaceSessionFn)(struct AspaceSession session, void *ctx);
-#endif
 
 // How to build a space (`aspace_create`). A zero field means the default; a zeroed struct (or a
 // NULL pointer) is the default space.
@@ -277,7 +273,6 @@ int32_t aspace_touch(struct AspaceCore core, uint64_t addr, int32_t access);
 // `out` is NULL or points to a writable `AspaceFault`.
 int32_t aspace_last_fault(struct AspaceCore core, struct AspaceFault *out);
 
-#if defined(ASPACE_SESSIONS)
 // Opens a session on `core`, calls `f(session, ctx)`, closes the session; returns what `f`
 // returned, or `-EBADF`, `-EINVAL` (`f` NULL), `-EDEADLK` (a session is already open on this
 // thread) or `-ENOTRECOVERABLE` if no session could be opened.
@@ -285,43 +280,32 @@ int32_t aspace_last_fault(struct AspaceCore core, struct AspaceFault *out);
 // # Safety
 // `f` is a function that may be called with `ctx`; it does not unwind or `longjmp` out.
 int32_t aspace_session_run(struct AspaceCore core, AspaceSessionFn f, void *ctx);
-#endif
 
-#if defined(ASPACE_SESSIONS)
 // Takes pending shootdown requests (closes and reopens the window if one is pending).
 // Returns 0 or `-EBADF`.
 int32_t aspace_session_poll(struct AspaceSession s);
-#endif
 
-#if defined(ASPACE_SESSIONS)
 // Reads a `uint64_t` at `addr` through the session; returns as `aspace_read_u64`.
 //
 // # Safety
 // `out` is NULL or points to a writable `uint64_t` (any alignment).
 int32_t aspace_session_read_u64(struct AspaceSession s, uint64_t addr, uint64_t *out);
-#endif
 
-#if defined(ASPACE_SESSIONS)
 // Writes the `uint64_t` `value` at `addr` through the session; returns as
 // `aspace_write_u64`.
 int32_t aspace_session_write_u64(struct AspaceSession s, uint64_t addr, uint64_t value);
-#endif
 
-#if defined(ASPACE_SESSIONS)
 // Reads `len` bytes at `addr` into `buf` through the session; returns as `aspace_read`.
 //
 // # Safety
 // As `aspace_read`.
 int32_t aspace_session_read(struct AspaceSession s, uint64_t addr, void *buf, size_t len);
-#endif
 
-#if defined(ASPACE_SESSIONS)
 // Writes the `len` bytes at `buf` to `addr` through the session; returns as `aspace_write`.
 //
 // # Safety
 // As `aspace_write`.
 int32_t aspace_session_write(struct AspaceSession s, uint64_t addr, const void *buf, size_t len);
-#endif
 
 // Builds a space and stores its handle in `*out`. `config` may be NULL (the default space: the
 // `interval` design, 256 MiB of frames).

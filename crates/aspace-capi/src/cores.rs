@@ -13,7 +13,7 @@
 //! host would (little-endian on x86-64 and aarch64), and need no alignment: an access that
 //! crosses a page boundary is checked against both pages and changes nothing if either faults.
 //!
-//! Access sessions (`sessions.rs`, feature `sessions`) plug in here: `aspace_session_run`
+//! Access sessions (`sessions.rs`) plug in here: `aspace_session_run`
 //! takes the slot lock once ([`with_core`]) for many accesses, and its `aspace_session_*`
 //! functions are thin wrappers like these over the session's accesses.
 //!
@@ -34,7 +34,6 @@ pub(crate) fn with_core<R>(
     core: AspaceCore,
     f: impl FnOnce(&mut CoreEntry) -> Result<R, i32>,
 ) -> Result<R, i32> {
-    #[cfg(feature = "sessions")]
     crate::open_session::outside_session()?;
     CORES
         .with(core.raw, |e| f(e))
@@ -55,7 +54,6 @@ pub unsafe extern "C" fn aspace_attach(space: AspaceSpace, out: *mut AspaceCore)
         if out.is_null() {
             return Err(libc::EINVAL);
         }
-        #[cfg(feature = "sessions")]
         crate::open_session::outside_session()?;
         let raw = SPACES
             .with(space.raw, |entry| {
@@ -84,7 +82,6 @@ pub unsafe extern "C" fn aspace_attach(space: AspaceSpace, out: *mut AspaceCore)
 #[no_mangle]
 pub extern "C" fn aspace_detach(core: AspaceCore) -> i32 {
     guard_int(|| {
-        #[cfg(feature = "sessions")]
         crate::open_session::outside_session()?;
         let entry = CORES.remove(core.raw).map_err(|e| e.errno())?;
         // The space may be gone (destroyed after we took the core): nothing to strike then.

@@ -54,13 +54,12 @@
 //! by `.ci/run`. `tests/header.rs` regenerates `aspace.h` with cbindgen and fails if the
 //! checked-in copy differs (`ASPACE_BLESS=1` rewrites it).
 //!
-//! # Sessions (feature `sessions`, off until issue 24's sessions are merged)
+//! # Sessions
 //!
-//! `sessions.rs` mirrors `aspace_vm::Session` (branch `i27-sess`) in C: `aspace_session_run(core,
-//! fn, ctx)` runs a callback with an open session, whose `aspace_session_read_u64`,
-//! `aspace_session_write_u64`, `aspace_session_read`, `aspace_session_write` and
-//! `aspace_session_poll` access memory without a fence each. It does not compile before that
-//! merge; after it, enable the feature by default and regenerate `aspace.h`.
+//! `sessions.rs` mirrors `aspace_vm::Session` in C: `aspace_session_run(core, fn, ctx)` runs a
+//! callback with an open session, whose `aspace_session_read_u64`, `aspace_session_write_u64`,
+//! `aspace_session_read`, `aspace_session_write` and `aspace_session_poll` access memory without
+//! a fence each (`tests/c/sessions_test.c` is their C test).
 //!
 //! Not for: Rust users (use `aspace_vm` directly: this crate adds a handle lookup and a lock per
 //! call).
@@ -70,17 +69,13 @@
 pub mod abi;
 pub mod cores;
 mod errno;
-/// Access sessions: needs `aspace_vm::Session` (branch `i27-sess`); enabled after that merge.
-#[cfg(feature = "sessions")]
 mod open_session;
 pub mod registry;
-#[cfg(feature = "sessions")]
 pub mod sessions;
 pub mod spaces;
 mod table;
 
 pub use abi::*;
 pub use cores::*;
-#[cfg(feature = "sessions")]
 pub use sessions::*;
 pub use spaces::*;

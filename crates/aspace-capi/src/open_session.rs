@@ -1,4 +1,4 @@
-//! The thread's open C session (feature `sessions`): its record, and the check every other
+//! The thread's open C session: its record, and the check every other
 //! entry point makes first (`outside_session`). Apart from `sessions.rs` so that `cores.rs` and
 //! `spaces.rs` can check it without importing the sessions' entry points, which use theirs.
 

@@ -1,7 +1,4 @@
-//! Access sessions in C (feature `sessions`, off: it needs `aspace_vm::Session`, issue 24's
-//! first part, built on branch `i27-sess`; the lead enables the feature after merging it, then
-//! regenerates `aspace.h` with `ASPACE_BLESS=1`, which puts these functions under
-//! `#if defined(ASPACE_SESSIONS)`).
+//! Access sessions in C.
 //!
 //! A session is many accesses of one core inside one access window, without a fence each
 //! (`aspace_vm::Session`). Its Rust form borrows the core's handle for its lifetime, which a C

@@ -89,7 +89,6 @@ pub unsafe extern "C" fn aspace_create(config: *const AspaceConfig, out: *mut As
 #[no_mangle]
 pub extern "C" fn aspace_destroy(space: AspaceSpace) -> i32 {
     guard_int(|| {
-        #[cfg(feature = "sessions")]
         crate::open_session::outside_session()?;
         let entry = SPACES.remove(space.raw).map_err(|e| e.errno())?;
         for core in &entry.cores {
@@ -134,7 +133,6 @@ pub unsafe extern "C" fn aspace_maps(
         if (buf.is_null() && cap > 0) || cap > isize::MAX as usize / size_of::<AspaceRegion>() {
             return i64::from(neg(libc::EINVAL));
         }
-        #[cfg(feature = "sessions")]
         if let Err(e) = crate::open_session::outside_session() {
             return i64::from(neg(e));
         }
@@ -183,7 +181,6 @@ pub unsafe extern "C" fn aspace_stats(space: AspaceSpace, out: *mut AspaceStats)
         if out.is_null() {
             return Err(libc::EINVAL);
         }
-        #[cfg(feature = "sessions")]
         crate::open_session::outside_session()?;
         let space = SPACES
             .with(space.raw, |e| e.space.clone())

@@ -47,6 +47,7 @@
 
 use crate::error::Fault;
 use crate::session::Session;
+use crate::types::{Access, PAGE_SIZE};
 use std::cell::{RefCell, RefMut};
 use std::sync::atomic::{fence, Ordering};
 use vm_memory::{
@@ -84,6 +85,19 @@ impl<'h> GuestBytes<'h> {
         }
     }
 
+    /// Faults in every page of `[addr, addr + len)` for `access`; the first that cannot be
+    /// accessed is the error.
+    fn probe(&self, addr: u64, len: usize, access: Access) -> Result<(), GuestMemoryError> {
+        let mut s = self.session()?;
+        let mut done = 0;
+        while done < len {
+            let (at, n) = piece(addr, done, len)?;
+            s.touch(at, access).map_err(fault)?;
+            done += n;
+        }
+        Ok(())
+    }
+
     fn session(&self) -> Result<RefMut<'_, Session<'h>>, GuestMemoryError> {
         self.session.try_borrow_mut().map_err(|_| {
             GuestMemoryError::IOError(std::io::Error::other("GuestBytes used reentrantly"))
@@ -94,6 +108,16 @@ impl<'h> GuestBytes<'h> {
 /// The error of a fault.
 fn fault(f: Fault) -> GuestMemoryError {
     GuestMemoryError::InvalidGuestAddress(GuestAddress(f.addr()))
+}
+
+/// The piece of `[addr + done, addr + count)` that lies in one page: its address and length
+/// (`done < count`). An address past the end of the address space is the guest's error.
+fn piece(addr: u64, done: usize, count: usize) -> Result<(u64, usize), GuestMemoryError> {
+    let at = addr
+        .checked_add(done as u64)
+        .ok_or(GuestMemoryError::InvalidGuestAddress(GuestAddress(addr)))?;
+    let room = (PAGE_SIZE - at % PAGE_SIZE) as usize;
+    Ok((at, room.min(count - done)))
 }
 
 /// How many bytes from `addr` precede the faulting byte `f` (0 when it faults at once).
@@ -151,12 +175,26 @@ impl Bytes<GuestAddress> for GuestBytes<'_> {
     where
         F: ReadVolatile,
     {
-        // Through a bounce buffer: no host slice over frame memory (module doc of
-        // `page_slice.rs`), and the session is not borrowed while `src` runs.
-        let mut buf = vec![0u8; count];
-        let n = src.read_volatile(&mut VolatileSlice::from(&mut buf[..]))?;
-        self.write_slice(&buf[..n], addr)?;
-        Ok(n)
+        // Page by page through a bounce buffer (no host slice over frame memory: module doc
+        // of `page_slice.rs`; the session is not borrowed while `src` runs). Each page is
+        // probed for writing before `src` is read, so no byte is taken from `src` that the
+        // guest memory cannot hold (unless another core unmaps the page in between: an
+        // error then, with those bytes consumed).
+        let mut page = [0u8; PAGE_SIZE as usize];
+        let mut done = 0;
+        while done < count {
+            let (at, n) = piece(addr.0, done, count)?;
+            if let Err(f) = self.session()?.touch(at, Access::Write) {
+                return if done == 0 { Err(fault(f)) } else { Ok(done) };
+            }
+            let got = src.read_volatile(&mut VolatileSlice::from(&mut page[..n]))?;
+            self.write_slice(&page[..got], GuestAddress(at))?;
+            done += got;
+            if got < n {
+                break;
+            }
+        }
+        Ok(done)
     }
 
     fn read_exact_volatile_from<F>(
@@ -168,9 +206,17 @@ impl Bytes<GuestAddress> for GuestBytes<'_> {
     where
         F: ReadVolatile,
     {
-        let mut buf = vec![0u8; count];
-        src.read_exact_volatile(&mut VolatileSlice::from(&mut buf[..]))?;
-        self.write_slice(&buf, addr)
+        // Every page probed for writing first: a range with a hole fails before `src` is read.
+        self.probe(addr.0, count, Access::Write)?;
+        let mut page = [0u8; PAGE_SIZE as usize];
+        let mut done = 0;
+        while done < count {
+            let (at, n) = piece(addr.0, done, count)?;
+            src.read_exact_volatile(&mut VolatileSlice::from(&mut page[..n]))?;
+            self.write_slice(&page[..n], GuestAddress(at))?;
+            done += n;
+        }
+        Ok(())
     }
 
     fn write_volatile_to<F>(
@@ -182,9 +228,20 @@ impl Bytes<GuestAddress> for GuestBytes<'_> {
     where
         F: WriteVolatile,
     {
-        let mut buf = vec![0u8; count];
-        let n = self.read(&mut buf, addr)?;
-        Ok(dst.write_volatile(&VolatileSlice::from(&mut buf[..n]))?)
+        let mut page = [0u8; PAGE_SIZE as usize];
+        let mut done = 0;
+        while done < count {
+            let (at, n) = piece(addr.0, done, count)?;
+            if let Err(e) = self.read_slice(&mut page[..n], GuestAddress(at)) {
+                return if done == 0 { Err(e) } else { Ok(done) };
+            }
+            let put = dst.write_volatile(&VolatileSlice::from(&mut page[..n]))?;
+            done += put;
+            if put < n {
+                break;
+            }
+        }
+        Ok(done)
     }
 
     fn write_all_volatile_to<F>(
@@ -196,9 +253,18 @@ impl Bytes<GuestAddress> for GuestBytes<'_> {
     where
         F: WriteVolatile,
     {
-        let mut buf = vec![0u8; count];
-        self.read_slice(&mut buf, addr)?;
-        Ok(dst.write_all_volatile(&VolatileSlice::from(&mut buf[..]))?)
+        // Every page probed for reading first: a range with a hole fails before `dst` is
+        // written.
+        self.probe(addr.0, count, Access::Read)?;
+        let mut page = [0u8; PAGE_SIZE as usize];
+        let mut done = 0;
+        while done < count {
+            let (at, n) = piece(addr.0, done, count)?;
+            self.read_slice(&mut page[..n], GuestAddress(at))?;
+            dst.write_all_volatile(&VolatileSlice::from(&mut page[..n]))?;
+            done += n;
+        }
+        Ok(())
     }
 
     fn store<T: AtomicAccess>(

@@ -261,7 +261,7 @@ impl<'h> Session<'h> {
     ///
     /// # Errors
     /// The [`Fault`] of the first page that cannot be read.
-    #[inline]
+    #[inline(always)]
     pub fn read_u64(&mut self, addr: u64) -> Result<u64, Fault> {
         if addr % 8 == 0 {
             let p = self.byte(addr, Access::Read)?;
@@ -278,7 +278,7 @@ impl<'h> Session<'h> {
     ///
     /// # Errors
     /// The [`Fault`] of the first page that cannot be written; nothing is written then.
-    #[inline]
+    #[inline(always)]
     pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), Fault> {
         if addr % 8 == 0 {
             let p = self.byte(addr, Access::Write)?;

@@ -1,4 +1,4 @@
-/* The C test of access sessions (feature `sessions`; compiled with -DASPACE_SESSIONS): accesses
+/* The C test of access sessions: accesses
  * inside aspace_session_run, faults, -EDEADLK for every other entry point inside the callback,
  * stale tokens, and a munmap by another thread while a session reads the page in a loop (the
  * munmap returns; every read the session starts after it returned faults). Closes with

@@ -122,3 +122,80 @@ fn a_device_model_runs_over_an_aspace_through_bytes() {
     drop(mem.into_inner());
     h.munmap(base, 16 * PAGE_SIZE).unwrap();
 }
+
+/// The volatile I/O helpers go page by page: a huge `count` is not allocated up front, a range
+/// that runs into a hole stops at the hole without consuming the source's bytes beyond it, and
+/// the exact variants fail before touching the source when the range has a hole.
+#[test]
+fn volatile_io_stops_at_a_hole_and_takes_no_byte_it_cannot_store() {
+    let s = AddressSpace::builder().memory(16 << 20).build().unwrap();
+    let mut h = s.attach().unwrap();
+    let base = h
+        .mmap(
+            0,
+            3 * PAGE_SIZE,
+            Prot::READ_WRITE,
+            MapFlags::PRIVATE_ANONYMOUS,
+        )
+        .unwrap();
+    // A hole after the range.
+    h.munmap(base + 2 * PAGE_SIZE, PAGE_SIZE).unwrap();
+    let mem = GuestBytes::new(h.session().unwrap());
+    let data: Vec<u8> = (0..3 * PAGE_SIZE as usize)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    // From 100 bytes into the first page, with a count that could never be allocated.
+    let start = base + 100;
+    let mut src: &[u8] = &data;
+    let n = mem
+        .read_volatile_from(GuestAddress(start), &mut src, usize::MAX)
+        .unwrap();
+    let fits = (2 * PAGE_SIZE - 100) as usize;
+    assert_eq!(n, fits, "stops at the hole");
+    assert_eq!(
+        src.len(),
+        data.len() - fits,
+        "no byte taken beyond the hole"
+    );
+    let mut back = vec![0u8; fits];
+    mem.read_slice(&mut back, GuestAddress(start)).unwrap();
+    assert_eq!(back, data[..fits]);
+    // A source shorter than the range: what it has.
+    let mut short: &[u8] = &data[..10];
+    assert_eq!(
+        mem.read_volatile_from(GuestAddress(base), &mut short, 5000)
+            .unwrap(),
+        10
+    );
+    // The exact variant fails before reading the source when the range has a hole.
+    let mut src: &[u8] = &data;
+    assert!(matches!(
+        mem.read_exact_volatile_from(GuestAddress(start), &mut src, 2 * PAGE_SIZE as usize),
+        Err(GuestMemoryError::InvalidGuestAddress(GuestAddress(a))) if a == base + 2 * PAGE_SIZE
+    ));
+    assert_eq!(src.len(), data.len(), "the source is untouched");
+    // Out: up to the hole; the exact variant writes nothing when the range has a hole.
+    let mut out: Vec<u8> = Vec::new();
+    assert_eq!(
+        mem.write_volatile_to(GuestAddress(start), &mut out, usize::MAX)
+            .unwrap(),
+        fits
+    );
+    assert_eq!(out, data[..fits]);
+    let mut out: Vec<u8> = Vec::new();
+    assert!(mem
+        .write_all_volatile_to(GuestAddress(start), &mut out, 2 * PAGE_SIZE as usize)
+        .is_err());
+    assert!(out.is_empty(), "nothing written before the hole was found");
+    let mut out: Vec<u8> = Vec::new();
+    mem.write_all_volatile_to(GuestAddress(start), &mut out, fits)
+        .unwrap();
+    assert_eq!(out, data[..fits]);
+    // A range past the end of the address space is an error, not an overflow.
+    let mut src: &[u8] = &data;
+    assert!(mem
+        .read_volatile_from(GuestAddress(u64::MAX - 3), &mut src, 100)
+        .is_err());
+    drop(mem.into_inner());
+    h.munmap(base, 2 * PAGE_SIZE).unwrap();
+}
