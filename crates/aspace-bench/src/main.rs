@@ -53,7 +53,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     args_conflicts_with_subcommands = true,
     after_help = "With no command, `aspace` runs the default suite: every workload and design \
                   (see `aspace list`) at 1 and 2 threads, 500 ms x 3 repeats per point (about \
-                  8 minutes: 8 min 15 s measured on a 2-core KVM guest; `--quick` for a smoke \
+                  9 minutes: 8 min 45 s measured on a 2-core KVM guest; `--quick` for a smoke \
                   run of 100 ms x 1 repeat). It prints one line per measured point when its output is not a \
                   terminal (a progress bar otherwise), then a summary table, and writes \
                   results/<UTC timestamp>/ relative to the current directory: results.csv and \

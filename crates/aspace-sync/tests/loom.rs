@@ -378,3 +378,61 @@ fn loom_upgradable_rwlock_no_writer_overlaps_across_the_upgrade() {
         cell.with_mut(|v| unsafe { *v += 1 });
     });
 }
+
+/// A write section taken in the light mode needs no shootdown (`aspace_vm`'s `coarse`, issue
+/// 22): every core that can access memory is a member of the group, and a second core's join
+/// (its attach) returns only after the grace period that waits for every light section, so
+/// while a section is light no other core can hold what it unmaps. The model: the first
+/// member unmaps a page in a write section: it clears the page-table entry, then, only if the
+/// section is thread-safe, waits for the other core's access window to end (the shootdown: a
+/// `SeqCst` fence on each side in Dekker style, as `aspace_vm`'s `shootdown.rs`), then frees the
+/// frame (writes it). A second thread joins the group (attaches), then accesses: opens its
+/// window, reads the entry and, if it is present, the frame, and closes its window. If the free
+/// and the frame read overlapped, loom reports the race on the frame's cell.
+///
+/// Mutation: skipping the wait in a thread-safe section too (`if false` for
+/// `if guard.is_thread_safe()`): the joiner returns, reads the entry before the clear and the
+/// frame while the writer frees it; loom fails with "Causality violation: Concurrent read and
+/// write accesses to `UnsafeCell`" (checked 2026-11-27).
+#[test]
+fn loom_upgradable_rwlock_a_light_writer_needs_no_shootdown() {
+    use loom::sync::atomic::fence;
+    use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+    loom::model(|| {
+        let group = LockGroup::new();
+        let lock = Arc::new(UpgradableRwLock::new(&group, ()));
+        let entry = Arc::new(AtomicBool::new(true));
+        let window = Arc::new(AtomicBool::new(false));
+        let frame = Arc::new(UnsafeCell::new(7u64));
+        let first = group.join();
+        let (g2, e2, w2, f2) = (group.clone(), entry.clone(), window.clone(), frame.clone());
+        let t = thread::spawn(move || {
+            let _second = g2.join();
+            // The window's begin: a store, then a SeqCst fence before reading the entry.
+            w2.store(true, Relaxed);
+            fence(SeqCst);
+            if e2.load(Relaxed) {
+                // SAFETY: the entry was present inside the window: the frame is not freed
+                // before the window ends (what the model checks).
+                f2.with(|v| assert_eq!(unsafe { *v }, 7, "read a freed frame"));
+            }
+            // The window's end: a Release store (the free waits for it with Acquire).
+            w2.store(false, Release);
+        });
+        {
+            let guard = lock.write(&first);
+            entry.store(false, Relaxed);
+            if guard.is_thread_safe() {
+                // The round: a SeqCst fence between the clear and the window check (Dekker
+                // with the window's fence), then a wait for the window to end.
+                fence(SeqCst);
+                while window.load(Acquire) {
+                    thread::yield_now();
+                }
+            }
+            // SAFETY: the entry is cleared and every window that could have read it ended.
+            frame.with_mut(|v| unsafe { *v = 0 });
+        }
+        t.join().unwrap();
+    });
+}

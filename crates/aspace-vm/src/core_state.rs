@@ -52,6 +52,12 @@ pub(crate) struct Core {
     /// session closes; found set by the handle only after a session was leaked
     /// (`mem::forget`), whose window the handle then closes (`handle.rs`).
     pub(crate) in_session: bool,
+    /// `coarse`: whether the current write section runs in the light mode, so that this core
+    /// is the only core of the space and no other can attach before the section ends
+    /// (`designs/coarse.rs`, "One core"); its shootdowns then only flush this core's own TLB
+    /// (`syscalls::shoot_down_locked`). Every `coarse` write section sets it before its body
+    /// runs; nothing else sets it, and only write sections shoot down.
+    pub(crate) sole_core: bool,
 }
 
 impl Core {
@@ -87,6 +93,7 @@ impl Core {
                 .map(aspace_sync::LockGroup::join),
             anon: 0..0,
             in_session: false,
+            sole_core: false,
         })
     }
 

@@ -129,7 +129,11 @@ impl Tlb {
     #[inline]
     pub(crate) fn lookup(&mut self, va: u64, access: Access) -> Option<*mut u8> {
         let need = right_for(access);
-        let e = self.entries[self.index(va)];
+        let i = self.index(va);
+        debug_assert!(i < self.entries.len());
+        // SAFETY: `index` masks with `mask`, which is `entries.len() - 1` for a power-of-two
+        // length (`new`), so `i < entries.len()`. (The hot path of a session: no bounds check.)
+        let e = unsafe { *self.entries.get_unchecked(i) };
         if e.key & (PAGE_MASK | GEN_MASK | VALID | need)
             == (va & PAGE_MASK) | self.gen | VALID | need
         {

@@ -26,6 +26,16 @@
 //! returns; from then on it is a real reader-writer lock (faults in parallel, modifications
 //! exclusive), for good: no downgrade when cores detach, as in the thesis.
 //!
+//! A write section taken in the light mode also needs **no shootdown round** (issue 22: "the
+//! shootdown handshake with no other core"). Every core is a member of the group, every memory
+//! access runs on a core, and a second core's attach returns (so its first access can run)
+//! only after the upgrade's grace period, which waits for this section: no other core can
+//! hold a translation this section removes. Its `munmap`, `mprotect` and `madvise` flush only
+//! the caller's own TLB (`Core::sole_core`, `syscalls::shoot_down_locked`): no fence, no
+//! read-modify-write of a request word. Loom model
+//! `loom_upgradable_rwlock_a_light_writer_needs_no_shootdown` (aspace-sync's `tests/loom.rs`)
+//! fails when a thread-safe section skips its round too.
+//!
 //! Every path that reads the store is either a member or takes nothing:
 //! - the four system calls and faults run on a core, with its member (lent out of the core
 //!   for the call: `with_member`; a member lost to a panic in a call is replaced by a new join,
@@ -96,7 +106,12 @@ impl Coarse {
     fn write<R>(&self, core: &mut Core, f: impl FnOnce(&mut Core, &mut BTreeStore) -> R) -> R {
         self.with_member(core, |member, core| {
             let mut store = self.regions.write(member);
+            // A light section: this core is the space's only one until the section ends (module
+            // doc), so its shootdowns need no round. Set for every section (a panic in an
+            // earlier one may have left it set).
+            core.sole_core = !store.is_thread_safe();
             let r = f(core, &mut store);
+            core.sole_core = false;
             // Relaxed: a statistic (module doc), a plain store.
             self.count.store(store.len() as u64, Relaxed);
             r
@@ -169,3 +184,6 @@ impl DesignOps for Coarse {
 
 #[cfg(all(test, not(loom)))]
 mod review_tests;
+
+#[cfg(all(test, not(loom)))]
+mod light_shootdown_tests;

@@ -139,6 +139,13 @@ fn noting<'u>(sh: &Shared, users: &'u mut UserMask) -> Option<&'u mut UserMask> 
 /// made the changes, and no `free_tables` of their ranges ran since.
 #[inline]
 fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
+    if core.sole_core {
+        // No other core is attached, and none can attach before this write section ends
+        // (`designs/coarse.rs`, "One core"): only this core's TLB can hold the translations,
+        // and it is outside any access (it holds `&mut Core`). No round, no fence.
+        core.tlb.flush_all();
+        return;
+    }
     let round = match sh.shootdown_policy {
         ShootdownPolicy::Broadcast => sh.shootdown.shootdown_round(Targets::All),
         ShootdownPolicy::Targeted => {
