@@ -4,7 +4,7 @@
 //!   design at 1 and 2 threads, a progress bar on a terminal or one line per point otherwise,
 //!   results directory under `results/` updated after every point, summary table);
 //! - `aspace bench <workload> [--designs a,b] [--threads 1,2] [--duration-ms N] [--repeat N]
-//!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P] [--metis-words N]`:
+//!   [--json] [--update-pct P] [--intervals N] [--writers K] [--mmap-pct P] [--metis-words N] [--idle-cores N]`:
 //!   one workload;
 //!   `--json` prints exactly one JSON object per measurement per line on stdout and nothing else
 //!   (the progress bar, if any, is on stderr and hidden with `--json`);
@@ -163,6 +163,10 @@ struct BenchArgs {
     /// metis, metis-64k: words in the synthetic text, 1..=16777216 (one job indexes them all).
     #[arg(long, default_value_t = workloads::metis::DEFAULT_WORDS, value_parser = positive::<usize>, allow_hyphen_values = true)]
     metis_words: usize,
+    /// local: cores attached before the run and never used (0..=32; one upgrades `coarse`'s
+    /// space lock out of its one-core mode).
+    #[arg(long, default_value_t = 0, value_parser = non_negative::<usize>, allow_hyphen_values = true)]
+    idle_cores: usize,
 }
 
 /// What `aspace bench` will run, after validation.
@@ -199,7 +203,15 @@ fn plan(args: &BenchArgs) -> Result<BenchPlan, BenchError> {
         update_rate: args.update_rate,
         mmap_pct: args.mmap_pct.unwrap_or(10),
         metis_words: args.metis_words,
+        idle_cores: args.idle_cores,
     };
+    if config.idle_cores > workloads::local::MAX_IDLE_CORES {
+        return Err(BenchError::InvalidArgument(format!(
+            "--idle-cores must be at most {}, got {}",
+            workloads::local::MAX_IDLE_CORES,
+            config.idle_cores
+        )));
+    }
     if config.mmap_pct > 100 {
         return Err(BenchError::InvalidArgument(format!(
             "--mmap-pct {} is above 100",

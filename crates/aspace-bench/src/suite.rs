@@ -114,6 +114,7 @@ pub fn config() -> Config {
         update_rate: None,
         mmap_pct: 10,
         metis_words: crate::limits::METIS_DEFAULT_WORDS,
+        idle_cores: 0,
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Config {
     pub mmap_pct: u32,
     /// `metis*`: words in the synthetic text (the input of one job; see `metis.rs`).
     pub metis_words: usize,
+    /// `local`: cores attached to the space before the run and never used (issue 22: the
+    /// one-thread cycle with a second core attached but idle, after the upgrade it causes).
+    pub idle_cores: usize,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             update_rate: None,
             mmap_pct: 10,
             metis_words: crate::limits::METIS_DEFAULT_WORDS,
+            idle_cores: 0,
         }
     }
 }

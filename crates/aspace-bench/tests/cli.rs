@@ -589,3 +589,33 @@ fn conflicts_refuses_linux_and_bad_core_counts_with_status_2() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn local_refuses_too_many_idle_cores_and_reports_the_idle_ones() {
+    let out = aspace(&["bench", "local", "--idle-cores", "33", "--duration-ms", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--idle-cores"));
+    assert!(out.stdout.is_empty());
+    let out = aspace(&[
+        "bench",
+        "local",
+        "--designs",
+        "coarse",
+        "--threads",
+        "1",
+        "--idle-cores",
+        "1",
+        "--duration-ms",
+        "10",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"idle_cores\":1.0"), "{text}");
+}

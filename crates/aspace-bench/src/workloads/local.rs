@@ -18,6 +18,10 @@
 //! together with `local_over_floor`: the per-thread time of one `local` iteration divided by it
 //! (the issue's target: within 4x at one thread).
 //!
+//! `--idle-cores N` attaches `N` more cores before the run and keeps them attached, unused (issue
+//! 22: the one-thread cycle with a second core attached but idle; under `coarse` the second
+//! attach upgrades the space lock out of its one-core mode, for good). Extra `idle_cores` then.
+//!
 //! Not for: multi-page regions (use `alloc-fault-modify`) or pages shared between threads
 //! (`pipeline`, `global`).
 
@@ -36,6 +40,9 @@ pub const FLOOR_ITERS: u32 = 20_000;
 
 /// Floor rounds (the median is kept).
 pub const FLOOR_ROUNDS: usize = 5;
+
+/// The most `--idle-cores` (the spaces are built for 64 cores, of which the threads use up to 32).
+pub const MAX_IDLE_CORES: usize = 32;
 
 /// Thread `t`'s page: the start of its home.
 pub fn page_of(t: usize) -> u64 {
@@ -83,6 +90,8 @@ impl VmBench for Local {
         config: &Config,
     ) -> Result<Sample, BenchError> {
         let floor = floor_ns();
+        // Attached before the threads (so before the timed window) and dropped after it.
+        let idle: Vec<D::Core> = (0..config.idle_cores).map(|_| driver.attach()).collect();
         let timed = run_timed(threads, config.duration, None, |t| {
             let mut core = driver.attach();
             let hint = page_of(t);
@@ -110,6 +119,7 @@ impl VmBench for Local {
                 )
             }
         });
+        drop(idle);
         let counts: Vec<ThreadCount> = timed.results.iter().map(|r| r.0).collect();
         let misplaced: u64 = timed.results.iter().map(|r| r.1).sum();
         let s = Sample::from_threads(timed.elapsed, &counts);
@@ -121,6 +131,11 @@ impl VmBench for Local {
         let s = s
             .with("floor_ns", floor)
             .with("local_over_floor", ns_per_iter / floor);
+        let s = if config.idle_cores > 0 {
+            s.with("idle_cores", config.idle_cores as f64)
+        } else {
+            s
+        };
         // Only shown when it happened: a taken hint moves the page, not the cost.
         Ok(if misplaced > 0 {
             s.with("hint_missed", misplaced as f64)
@@ -138,6 +153,26 @@ mod tests {
     fn floor_is_positive_and_below_a_millisecond() {
         let f = floor_ns();
         assert!(f > 0.0 && f < 1e6, "{f}");
+    }
+
+    /// With one core, `coarse`'s write sections are light and send no shootdown round; an idle
+    /// second core upgrades the space lock, and every `munmap` sends one.
+    #[test]
+    fn an_idle_core_upgrades_coarse_and_its_munmaps_shoot_down() {
+        use super::super::vm::Vm;
+        use crate::workload::Workload;
+        let config = |idle_cores| Config {
+            duration: std::time::Duration::from_millis(20),
+            idle_cores,
+            ..Config::default()
+        };
+        let alone = Vm(Local).run("coarse", 1, &config(0)).unwrap();
+        assert_eq!(alone.extra.get("shootdowns"), Some(&0.0), "{alone:?}");
+        assert_eq!(alone.extra.get("idle_cores"), None);
+        let beside = Vm(Local).run("coarse", 1, &config(1)).unwrap();
+        assert_eq!(beside.extra.get("idle_cores"), Some(&1.0));
+        let rounds = beside.extra["shootdowns"];
+        assert!(rounds > 0.0, "{beside:?}");
     }
 
     #[test]

@@ -590,7 +590,8 @@ impl<B: VmBench> Workload for Vm<B> {
         } else {
             match engine_builder(design) {
                 Some(b) => {
-                    let driver = AspaceDriver::new(b, design, threads)?;
+                    // Cores for the threads and for `local`'s `--idle-cores`.
+                    let driver = AspaceDriver::new(b, design, threads + config.idle_cores)?;
                     let sample = self.0.run_vm(&driver, threads, config);
                     sample.map(|s| driver.with_space_stats(s))
                 }
