@@ -16,6 +16,7 @@ fn tiny() -> Config {
         update_rate: None,
         mmap_pct: 10,
         metis_words: 10_000,
+        idle_cores: 0,
     }
 }
 
