@@ -34,7 +34,9 @@ pub(crate) struct Core {
     /// Under targeted shootdown, the bit this core's walks record in the leaf tables they read
     /// (`page_table/users.rs`); `None` under broadcast (nothing is recorded).
     pub(crate) user: Option<UserBit>,
-    /// Scratch: frames removed by a clear, freed after the shootdown.
+    /// Frames removed by a clear whose shootdown returned (no core can reach them), not yet
+    /// zeroed: the handle gives them to the frame cache once the call's locks are released
+    /// ([`Core::release_freed`]), so their zeroing runs outside every lock (issue 22).
     pub(crate) freed: Vec<Frame>,
     /// Scratch: the cores a targeted shootdown reaches.
     pub(crate) targets: CoreSet,
@@ -102,6 +104,8 @@ impl Core {
     /// counters into the space's totals, its shootdown slot is freed. The core must not be used
     /// afterwards.
     pub(crate) fn detach(&mut self, sh: &Shared) {
+        // Frames a call that unwound left unreleased.
+        self.release_freed(sh);
         self.cache.drain(&sh.pool);
         sh.tables.detach(self.id, &mut self.tables, &sh.domain);
         self.tables.drain(&sh.domain);
@@ -109,6 +113,15 @@ impl Core {
         counters.publish_tlb(self.tlb.hits(), self.tlb.misses());
         sh.counters.retire(self.id);
         sh.shootdown.unregister(self.id);
+    }
+
+    /// Zeroes the frames the last call removed (`freed`) and gives them to this core's cache.
+    /// Called by the handle after each call that may free frames, with no lock held.
+    #[inline]
+    pub(crate) fn release_freed(&mut self, sh: &Shared) {
+        if !self.freed.is_empty() {
+            self.cache.free_all(&sh.pool, &mut self.freed);
+        }
     }
 
     /// Discards this core's own page-table tree (per-core page tables: on memory pressure, or

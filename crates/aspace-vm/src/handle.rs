@@ -117,7 +117,10 @@ impl CoreHandle {
     ) -> Result<u64, VmError> {
         let (Space { design, shared }, core) = self.parts()?;
         let req = semantics::check_mmap(addr, len, prot, flags, shared.bounds)?;
-        design.mmap(shared, core, req)
+        let r = design.mmap(shared, core, req);
+        // A `MAP_FIXED` over mapped pages freed their frames: zeroed here, outside its locks.
+        core.release_freed(shared);
+        r
     }
 
     /// Unmaps `[addr, addr + len)` like `munmap`: regions are split, unmapping nothing is fine.
@@ -128,7 +131,10 @@ impl CoreHandle {
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), VmError> {
         let (Space { design, shared }, core) = self.parts()?;
         let range = semantics::check_munmap(addr, len, shared.bounds)?;
-        design.munmap(shared, core, range)
+        let r = design.munmap(shared, core, range);
+        // The unmapped frames are zeroed here, outside the call's locks.
+        core.release_freed(shared);
+        r
     }
 
     /// Changes the protection of `[addr, addr + len)` like `mprotect`.
@@ -153,7 +159,12 @@ impl CoreHandle {
         let (Space { design, shared }, core) = self.parts()?;
         match semantics::check_madvise(addr, len, advice)? {
             None => Ok(()),
-            Some((range, effect)) => design.madvise(shared, core, range, effect),
+            Some((range, effect)) => {
+                let r = design.madvise(shared, core, range, effect);
+                // `DONTNEED`'s frames are zeroed here, outside the call's locks.
+                core.release_freed(shared);
+                r
+            }
         }
     }
 

@@ -167,8 +167,9 @@ fn shoot_down_locked(sh: &Shared, core: &mut Core, users: &UserMask) {
 }
 
 /// Removes every translation in `ranges` and frees their frames: clears the page-table
-/// entries, shoots down (by the space's policy) if any was present, then gives the frames to
-/// the caller's cache. Returns whether anything was mapped. This order is the crate's rule that
+/// entries, shoots down (by the space's policy) if any was present, and leaves the frames in
+/// `core.freed`, which the handle zeroes into the caller's cache after the call released its
+/// locks (`Core::release_freed`). Returns whether anything was mapped. This order is the crate's rule that
 /// **a frame is reused only after the shootdown that removed its last translation returned**
 /// (`tests/protocol_zap_reuse.rs` fails when it is broken). Under per-core page tables the
 /// frames are the owner tree's (`page_table/per_core/owner.rs`): the clear hands them back and
@@ -198,10 +199,11 @@ fn zap_locked(sh: &Shared, core: &mut Core, ranges: impl IntoIterator<Item = Ran
         );
     }
     if any {
-        shoot_down_locked(sh, core, &users);
         // Every core that could still translate to these frames has flushed or finished its
-        // access: they may be zeroed and reused.
-        core.cache.free_all(&sh.pool, &mut freed);
+        // access after this returns: they may be zeroed and reused. They stay in `core.freed`
+        // until the call's locks are released (`Core::release_freed`, called by the handle),
+        // so that the zeroing runs outside them.
+        shoot_down_locked(sh, core, &users);
     }
     core.freed = freed;
     any

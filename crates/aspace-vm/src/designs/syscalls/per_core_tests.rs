@@ -80,6 +80,8 @@ fn per_core_munmap_frees_the_owner_frames_after_the_shootdown() {
     fault_locked(&sh, &mut c1, &regions, a + PAGE_SIZE, Access::Write).unwrap();
     assert_eq!(sh.pool.in_use(), 2);
     munmap_locked(&sh, &mut c0, &mut regions, a..a + 2 * PAGE_SIZE).unwrap();
+    // What the handle does after the call: zero the freed frames into the cache.
+    c0.release_freed(&sh);
     c0.cache.drain(&sh.pool);
     assert_eq!(
         sh.pool.in_use(),
@@ -103,6 +105,8 @@ fn shared_munmap_frees_the_unmapped_frames() {
     let a = mmap_locked(&sh, &mut c0, &mut regions, private_rw(1)).unwrap();
     fault_locked(&sh, &mut c0, &regions, a, Access::Write).unwrap();
     munmap_locked(&sh, &mut c0, &mut regions, a..a + PAGE_SIZE).unwrap();
+    // What the handle does after the call: zero the freed frames into the cache.
+    c0.release_freed(&sh);
     c0.cache.drain(&sh.pool);
     assert_eq!(
         sh.pool.in_use(),
@@ -146,6 +150,8 @@ fn per_core_zero_page_read_then_writes_on_two_cores_upgrade_one_frame() {
     );
     assert_eq!(sh.shootdown.sent(), rounds + 1);
     munmap_locked(&sh, &mut c0, &mut regions, a..a + PAGE_SIZE).unwrap();
+    // What the handle does after the call: zero the freed frames into the cache.
+    c0.release_freed(&sh);
     c0.cache.drain(&sh.pool);
     assert_eq!(sh.pool.in_use(), 0);
     detach(&sh, [c0, c1]);
@@ -181,6 +187,8 @@ fn per_core_lock_free_faults_share_the_owner_frames() {
         a..a + 2 * PAGE_SIZE,
     )
     .unwrap();
+    // What the handle does after the call: zero the freed frames into the cache.
+    c1.release_freed(&sh);
     c1.cache.drain(&sh.pool);
     assert_eq!(sh.pool.in_use(), 0);
     assert_eq!(
