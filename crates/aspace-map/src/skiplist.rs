@@ -130,6 +130,7 @@ mod node;
 mod raw;
 pub(crate) mod readers;
 mod retire;
+mod slot_state;
 mod swap;
 mod traverse;
 
@@ -150,6 +151,7 @@ use node::{Kind, Node, MAX_HEIGHT};
 use raw::RawSkipList;
 use readers::{ReaderPool, Section, SLOTS};
 use retire::{RetireList, Retired};
+use slot_state::SlotState;
 use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
@@ -159,7 +161,7 @@ use traverse::Position;
 pub struct SkipListMap<V> {
     raw: RawSkipList<V>,
     /// Declared after `raw`, so dropped after it: the retire lists free unlinked nodes only.
-    readers: ReaderPool<RetireList<V>>,
+    readers: ReaderPool<SlotState<V>>,
     /// `len` striped by reader slot (Relaxed counters: only their sum is ever read).
     counts: Box<[CachePadded<AtomicIsize>]>,
     /// Hints padded: each is written by its arena's allocating thread, so two on one line would
@@ -214,14 +216,15 @@ pub struct SkipLocked<'a, V: Clone + Send + Sync + 'static> {
     nodes: HeldNodes<V>,
     /// See [`SkipLocked::stable_span`]; read when the lock was taken (it cannot change).
     span: Range<u64>,
-    /// The locking traversal (`lock_range_at`): each level's predecessor, the swap's first
-    /// guess ("One traversal per edit" in the module doc).
-    pos: Position<V>,
-    /// Levels `pos` covers.
+    /// Levels the locking traversal (`lock_range_at`) recorded: each level's predecessor, the
+    /// swap's first guess ("One traversal per edit" in the module doc), kept in the section's
+    /// slot (`SlotState::held`, `skiplist/slot_state.rs`: not here, so that moving a held range
+    /// copies a few words).
     levels: usize,
     /// The read section the lock was taken in, kept open until the swap (or the drop): it keeps
-    /// `pos`'s nodes alive and unreused. Its slot's stripe and retire list serve the swap.
-    section: Section<'a, RetireList<V>>,
+    /// the recorded nodes alive and unreused. Its slot's stripe, retire list and record serve
+    /// the swap.
+    section: Section<'a, SlotState<V>>,
 }
 
 impl<V: Clone + Send + Sync + 'static> SkipLocked<'_, V> {
@@ -485,7 +488,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     pub fn barrier(&self) {
         let mut nodes = Vec::new();
         self.readers
-            .for_each_local(|list| nodes.extend(list.take_all()));
+            .for_each_local(|state| nodes.extend(state.retired.take_all()));
         let domain = self.readers.domain();
         // The nodes were unlinked before `take_all` took them; this grace period begins after.
         domain.synchronize();
@@ -619,7 +622,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             l.arena_of(within.start, within.end)
                 .map(|k| hints[k].for_pad(pad))
         });
-        self.readers.with(|_, stripe, retired| {
+        self.readers.with(|_, stripe, state| {
+            let retired = &mut state.retired;
             let height = random_height(self.cap);
             let node = Node::try_alloc(
                 0,
@@ -871,7 +875,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
     /// trimmed remainders, see the module doc); nothing else is cloned.
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let iv = Interval::try_from(range)?;
-        self.readers.with(|_, stripe, retired| {
+        self.readers.with(|_, stripe, state| {
+            let retired = &mut state.retired;
             // SAFETY: inside a read section; the locked nodes are passed straight to the swap.
             unsafe {
                 let mut pos = Position::new();
@@ -925,11 +930,14 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
 
     fn lock(&self, range: Range<u64>) -> Result<SkipLocked<'_, V>, MapError> {
         let iv = Interval::try_from(range)?;
-        let section = self.readers.enter();
-        let mut pos = Position::new();
+        let mut section = self.readers.enter();
+        let (_, state) = section.parts();
+        let pos = &mut state.held;
+        *pos = Position::new();
         // SAFETY: inside `section`'s read section, which the lock keeps until its swap or drop
-        // (so `pos` stays valid for the swap); the held nodes pin themselves besides.
-        let (nodes, levels) = unsafe { self.raw.lock_range_at(iv.start, iv.end, &mut pos) };
+        // (so the record in its slot stays valid for the swap: the slot is the section's until
+        // then); the held nodes pin themselves besides.
+        let (nodes, levels) = unsafe { self.raw.lock_range_at(iv.start, iv.end, pos) };
         // SAFETY: `nodes` came from `lock_range_at` and are held.
         let span = unsafe { held_span(&nodes) };
         Ok(SkipLocked {
@@ -937,7 +945,6 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
             range: iv,
             nodes,
             span,
-            pos,
             levels,
             section,
         })
@@ -971,19 +978,19 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
         }
         let SkipLocked {
             nodes,
-            pos,
             levels,
             mut section,
             ..
         } = locked;
-        let (stripe, retired) = section.parts();
+        let (stripe, state) = section.parts();
+        let SlotState { retired, held } = state;
         // SAFETY: `nodes` are held (moved out of the lock into `swap_with`, which releases them
-        // on unwind, before `section` ends). The hint
-        // came from the `lock_range_at` that took them, in `section`, still open; `narrow` may
-        // have released nodes since, which leaves every hinted predecessor before the range
+        // on unwind, before `section` ends). The hint (`held`, in the section's slot) came from
+        // the `lock_range_at` that took them, in `section`, still open; `narrow` may have
+        // released nodes since, which leaves every hinted predecessor before the range
         // (`swap_with`'s hint contract; see "One traversal per edit").
         unsafe {
-            let hint = Some((&pos, levels));
+            let hint = Some((&*held, levels));
             self.swap_with(nodes, r.start, r.end, new_intervals, stripe, hint, retired)
         }
     }

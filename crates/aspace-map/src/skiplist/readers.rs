@@ -129,15 +129,15 @@ impl<L: SlotLocal> ReaderPool<L> {
                 };
             }
         }
-        let reader = Box::new(self.domain.register());
-        let r: *const Reader = &*reader;
+        let temp = Box::new((self.domain.register(), L::default()));
+        let r: *const Reader = &temp.0;
         // SAFETY: the reader is boxed (it does not move) and owned by the section, which drops
         // the guard before it (`Section`'s drop).
         let guard = unsafe { &*r }.read();
         Section {
             guard: ManuallyDrop::new(guard),
             stripe: home,
-            home: Home::Temporary(ManuallyDrop::new((reader, L::default()))),
+            home: Home::Temporary(ManuallyDrop::new(temp)),
             domain: &self.domain,
         }
     }
@@ -155,8 +155,10 @@ impl<L: SlotLocal> ReaderPool<L> {
 enum Home<'a, L> {
     /// A pool slot, locked for the section's lifetime.
     Pooled(ManuallyDrop<MutexGuard<'a, Slot<L>>>),
-    /// A temporary reader (every slot was busy) and its fresh state.
-    Temporary(ManuallyDrop<(Box<Reader>, L)>),
+    /// A temporary reader (every slot was busy) and its fresh state, boxed: a `Section` is
+    /// moved by value (inside a held range), and an inline state would make every move copy
+    /// it whatever the variant.
+    Temporary(ManuallyDrop<Box<(Reader, L)>>),
 }
 
 /// An open read section of a pooled (or temporary) reader, with the slot's stripe and state:
