@@ -62,6 +62,7 @@ thread_local! {
     static STAGE2: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static COMMIT: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static BETWEEN: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    static COARSE: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
 /// The lock-free fault of every design that has one (`syscalls::fault_rcu_in`), between its
@@ -77,6 +78,9 @@ pub(crate) static WINDOW_BEFORE_COMMIT: PausePoint = PausePoint(&COMMIT);
 /// `faultlock`'s `mmap`, after its placement search dropped the fault lock's read side and
 /// before it takes the write side (the space mutex held).
 pub(crate) static FAULTLOCK_BETWEEN_GUARDS: PausePoint = PausePoint(&BETWEEN);
+/// `coarse`'s fault, inside its read section with the core's member lent out (a panic armed
+/// here is a panic of the fault handler: `designs/coarse.rs`, `with_member`).
+pub(crate) static COARSE_FAULT_IN_SECTION: PausePoint = PausePoint(&COARSE);
 
 impl PausePoint {
     /// Arms `pause` to run the next time this thread reaches the point.

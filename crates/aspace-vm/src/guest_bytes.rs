@@ -188,6 +188,13 @@ impl Bytes<GuestAddress> for GuestBytes<'_> {
                 return if done == 0 { Err(fault(f)) } else { Ok(done) };
             }
             let got = src.read_volatile(&mut VolatileSlice::from(&mut page[..n]))?;
+            if got > n {
+                // A source that claims more than it was given (safe code may): the bounce
+                // buffer past `n` holds no byte of it, and past `count` is not ours to write.
+                return Err(GuestMemoryError::IOError(std::io::Error::other(
+                    "the source returned more bytes than it was asked for",
+                )));
+            }
             self.write_slice(&page[..got], GuestAddress(at))?;
             done += got;
             if got < n {
@@ -235,7 +242,10 @@ impl Bytes<GuestAddress> for GuestBytes<'_> {
             if let Err(e) = self.read_slice(&mut page[..n], GuestAddress(at)) {
                 return if done == 0 { Err(e) } else { Ok(done) };
             }
-            let put = dst.write_volatile(&VolatileSlice::from(&mut page[..n]))?;
+            // At most `n`: a destination that claims more (safe code may) took only `n`.
+            let put = dst
+                .write_volatile(&VolatileSlice::from(&mut page[..n]))?
+                .min(n);
             done += put;
             if put < n {
                 break;

@@ -133,3 +133,74 @@ fn a_lone_core_stays_consistent_with_maps_and_stats_called_from_another_thread()
     });
     assert_eq!(s.stats().regions, 0);
 }
+
+/// No read of a page after its `munmap` returned sees a frame, across the light mode and the
+/// upgrade (review of issue 22: the light sections send no shootdown). Thread 0 attaches
+/// first and runs light: it maps one page at a fresh address each round (`MAP_FIXED`, never
+/// reused), writes the round's tag, publishes the page as mapped, then unmaps it and
+/// publishes it as unmapped. Other threads attach mid-run (the first upgrades the lock) and
+/// read the page last published mapped (it must hold its tag or fault: any other content is a
+/// frame read through a stale translation, freed and reused) and the page last published
+/// unmapped (it must fault).
+#[test]
+fn no_core_reads_a_frame_after_munmap_returned_across_the_light_mode() {
+    const ROUNDS: u64 = 3000;
+    const TOP: u64 = 0x10_0000 + ROUNDS * P;
+    let s = AddressSpace::builder()
+        .design(Design::Coarse)
+        .address_range(0x10_0000, TOP + P)
+        .memory(1 << 20)
+        .build()
+        .unwrap();
+    let at = |i: u64| TOP - i * P; // round i's page, never reused
+    let tag = |i: u64| (0xa5 << 56) | i;
+    let mapped = AtomicU64::new(u64::MAX); // the round whose page is mapped now (or none)
+    let unmapped = AtomicU64::new(u64::MAX); // the last round whose munmap returned
+    let progress = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let _done = Done(&progress);
+            let mut c = s.attach().unwrap();
+            for i in 1..ROUNDS {
+                let a = c
+                    .mmap(at(i), P, Prot::READ_WRITE, PA | MapFlags::FIXED)
+                    .unwrap();
+                c.write(a + 8, &tag(i).to_le_bytes()).unwrap();
+                mapped.store(i, SeqCst);
+                // The writer's own read fills its TLB: its munmap must drop it.
+                let mut b = [0u8; 8];
+                c.read(a + 8, &mut b).unwrap();
+                assert_eq!(u64::from_le_bytes(b), tag(i));
+                c.munmap(a, P).unwrap();
+                unmapped.store(i, SeqCst);
+                assert!(
+                    c.read(a + 8, &mut b).is_err(),
+                    "round {i}: own read after munmap"
+                );
+                progress.store(i, SeqCst);
+            }
+        });
+        for (k, after) in [5u64, 200, 1500].into_iter().enumerate() {
+            let (s, mapped, unmapped, progress) = (&s, &mapped, &unmapped, &progress);
+            scope.spawn(move || {
+                while progress.load(SeqCst) < after {
+                    std::hint::spin_loop();
+                }
+                let mut c = s.attach().unwrap();
+                let mut b = [0u8; 8];
+                while progress.load(SeqCst) < ROUNDS - 1 {
+                    let u = unmapped.load(SeqCst);
+                    if u != u64::MAX {
+                        let r = c.read(at(u) + 8, &mut b);
+                        assert!(r.is_err(), "reader {k}: round {u} read {b:x?} after munmap");
+                    }
+                    let m = mapped.load(SeqCst);
+                    if m != u64::MAX && c.read(at(m) + 8, &mut b).is_ok() {
+                        assert_eq!(u64::from_le_bytes(b), tag(m), "reader {k}: round {m}");
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(s.stats().regions, 0);
+}

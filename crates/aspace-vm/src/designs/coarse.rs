@@ -38,8 +38,9 @@
 //!
 //! Every path that reads the store is either a member or takes nothing:
 //! - the four system calls and faults run on a core, with its member (lent out of the core
-//!   for the call: `with_member`; a member lost to a panic in a call is replaced by a new join,
-//!   which upgrades if another core is attached);
+//!   for the call: `with_member`, which puts it back also when the call panics, so that an
+//!   attached core never stops being a member: the light sections' skipped shootdown relies
+//!   on it);
 //! - `AddressSpace::maps()` runs on any thread without a core: it joins the group for the
 //!   call, which **upgrades the lock if a core is attached** (the join is the second member)
 //!   and costs nothing otherwise; a one-core embedder that wants to stay light calls it
@@ -92,13 +93,36 @@ impl Coarse {
 
     /// Runs `f` with the core's member lent out of it (the guard borrows the member while
     /// `f` borrows the core mutably). Moving a member is a copy of two pointers.
+    ///
+    /// The member goes back into the core also when `f` unwinds (a panic in a fault handler
+    /// may be caught by the core's user, `session.rs`): a core stays a member for as long as
+    /// it is attached. A core that left the group on unwind would let the next core's attach
+    /// find no other member, join without the upgrade, and run light sections that send no
+    /// shootdown while this core still holds translations in its TLB (review of issue 22,
+    /// `light_shootdown_tests.rs`). The same unwind clears `sole_core`.
     #[inline]
     fn with_member<R>(&self, core: &mut Core, f: impl FnOnce(&Member, &mut Core) -> R) -> R {
-        // A member lost to a panic inside `f` (it left the group on unwind) is replaced.
+        /// Puts the member back into the core when dropped (after `f`, or during unwinding).
+        struct Lent<'c> {
+            core: &'c mut Core,
+            member: Option<Member>,
+        }
+        impl Drop for Lent<'_> {
+            #[inline]
+            fn drop(&mut self) {
+                self.core.sole_core = false;
+                self.core.member = self.member.take();
+            }
+        }
+        // Always `Some` (joined at attach, put back on unwind); a join here is a fallback.
         let member = core.member.take().unwrap_or_else(|| self.group.join());
-        let r = f(&member, core);
-        core.member = Some(member);
-        r
+        let mut lent = Lent {
+            core,
+            member: Some(member),
+        };
+        let Lent { core, member } = &mut lent;
+        let member = member.as_ref().expect("lent above");
+        f(member, core)
     }
 
     /// Runs `f` on the store under the write lock and stores the new region count.
@@ -107,11 +131,10 @@ impl Coarse {
         self.with_member(core, |member, core| {
             let mut store = self.regions.write(member);
             // A light section: this core is the space's only one until the section ends (module
-            // doc), so its shootdowns need no round. Set for every section (a panic in an
-            // earlier one may have left it set).
+            // doc), so its shootdowns need no round.
             core.sole_core = !store.is_thread_safe();
+            // Cleared by `with_member` when the section ends, also on unwind.
             let r = f(core, &mut store);
-            core.sole_core = false;
             // Relaxed: a statistic (module doc), a plain store.
             self.count.store(store.len() as u64, Relaxed);
             r
@@ -165,7 +188,10 @@ impl DesignOps for Coarse {
         access: Access,
     ) -> Result<(), Fault> {
         self.with_member(core, |member, core| {
-            fault_locked(sh, core, &*self.regions.read(member), va, access)
+            let regions = self.regions.read(member);
+            #[cfg(all(test, not(loom)))]
+            crate::fault_inject::COARSE_FAULT_IN_SECTION.reached();
+            fault_locked(sh, core, &*regions, va, access)
         })
     }
 

@@ -199,3 +199,56 @@ fn volatile_io_stops_at_a_hole_and_takes_no_byte_it_cannot_store() {
     drop(mem.into_inner());
     h.munmap(base, 2 * PAGE_SIZE).unwrap();
 }
+
+/// A source that stores one byte and claims to have read more than it was given (a buggy
+/// `ReadVolatile`, safe code: `Read::read`'s contract only asks for `n <= buf.len()`).
+struct Overclaims;
+
+impl vm_memory::ReadVolatile for Overclaims {
+    fn read_volatile<B: vm_memory::bitmap::BitmapSlice>(
+        &mut self,
+        buf: &mut vm_memory::VolatileSlice<B>,
+    ) -> Result<usize, vm_memory::VolatileMemoryError> {
+        buf.write_obj(1u8, 0)?;
+        Ok(buf.len() + 8)
+    }
+}
+
+/// A destination that claims to have written more than it was given.
+struct OverclaimsWrites;
+
+impl vm_memory::WriteVolatile for OverclaimsWrites {
+    fn write_volatile<B: vm_memory::bitmap::BitmapSlice>(
+        &mut self,
+        buf: &vm_memory::VolatileSlice<B>,
+    ) -> Result<usize, vm_memory::VolatileMemoryError> {
+        Ok(buf.len() + 8)
+    }
+}
+
+/// Review of issue 24: the bounce buffer's bytes past what the source filled (and past
+/// `count`) must never reach guest memory, whatever count a buggy source returns; a count
+/// larger than the page's buffer must not panic.
+#[test]
+fn volatile_read_from_an_overclaiming_source_writes_nothing_past_count() {
+    let s = AddressSpace::builder().memory(1 << 20).build().unwrap();
+    let mut h = s.attach().unwrap();
+    let flags = MapFlags::PRIVATE_ANONYMOUS;
+    let base = h.mmap(0, 2 * PAGE_SIZE, Prot::READ_WRITE, flags).unwrap();
+    let mem = GuestBytes::new(h.session().unwrap());
+    mem.write_slice(&[0x77; 64], GuestAddress(base)).unwrap();
+    let r = mem.read_volatile_from(GuestAddress(base), &mut Overclaims, 16);
+    assert!(matches!(r, Ok(n) if n <= 16) || r.is_err(), "{r:?}");
+    let mut after = [0u8; 48];
+    mem.read_slice(&mut after, GuestAddress(base + 16)).unwrap();
+    assert_eq!(after, [0x77; 48], "bytes past count were overwritten");
+    // A whole page claimed as more than a page: no panic.
+    let r = mem.read_volatile_from(GuestAddress(base), &mut Overclaims, PAGE_SIZE as usize);
+    assert!(
+        matches!(r, Ok(n) if n <= PAGE_SIZE as usize) || r.is_err(),
+        "{r:?}"
+    );
+    // The other way: never more than `count` reported.
+    let r = mem.write_volatile_to(GuestAddress(base), &mut OverclaimsWrites, 16);
+    assert!(matches!(r, Ok(n) if n <= 16) || r.is_err(), "{r:?}");
+}

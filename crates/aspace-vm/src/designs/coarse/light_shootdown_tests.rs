@@ -82,3 +82,36 @@ fn after_a_second_attach_every_change_sends_a_round() {
         Fault::Unmapped { addr: a }
     );
 }
+
+/// Regression (review of issue 22): a lone core whose fault handler panicked (caught by its
+/// user, as `session.rs` allows) lost its member on unwind, so the group counted no member;
+/// a second core then attached without upgrading (one member), ran its sections light and
+/// skipped the shootdown round, while the first core, still attached, kept the unmapped
+/// page's translation in its TLB and read the frame after `munmap` returned (and after the
+/// frame was reused).
+#[test]
+fn a_core_whose_fault_panicked_still_gets_the_shootdown_of_a_later_core() {
+    let s = space();
+    let mut a = s.attach().unwrap();
+    let x = a.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    let y = a.mmap(0, P, Prot::READ_WRITE, PA).unwrap();
+    a.write(x, &[0xaa]).unwrap(); // x's translation is in a's TLB now.
+    crate::fault_inject::COARSE_FAULT_IN_SECTION.arm(|| panic!("injected panic in a fault"));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.read(y, &mut [0])));
+    assert!(r.is_err(), "the injected panic did not happen");
+    let mut b = s.attach().unwrap();
+    b.munmap(x, P).unwrap();
+    // The freed frame is reused by b's next page (its frame cache), with new content; at an
+    // address of its own, so that `x` stays unmapped.
+    let z = b
+        .mmap(x.min(y) - 16 * P, P, Prot::READ_WRITE, PA | MapFlags::FIXED)
+        .unwrap();
+    b.write(z, &[0xbb]).unwrap();
+    assert_eq!(s.maps().len(), 2, "x unmapped, y and z mapped");
+    let mut buf = [0u8];
+    assert_eq!(
+        a.read(x, &mut buf),
+        Err(Fault::Unmapped { addr: x }),
+        "a read after munmap returned used a stale translation (read {buf:?})"
+    );
+}
