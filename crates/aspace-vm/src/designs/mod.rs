@@ -222,6 +222,10 @@ impl DesignOps for Designs {
         let (populate, len, prot) = (req.populate, req.len, req.prot);
         let start = dispatch!(self, d => d.mmap(sh, core, req))?;
         if populate {
+            // A `MAP_FIXED` over mapped pages left their frames in `core.freed`: give them to
+            // the cache before the populate allocates (the design's locks are released here),
+            // as Linux frees the old pages before it populates the new mapping.
+            core.release_freed(sh);
             self.populate(sh, core, start..start + len, prot);
         }
         Ok(start)
