@@ -8,7 +8,7 @@
 //!
 //! Not for: the interpreter (`machine.rs`).
 
-use crate::isa::{Asm, Cond, Insn, Label, Width};
+use crate::isa::{Asm, Cond, Insn, Label, Reg, Width};
 use crate::machine::{sys, Exit, Machine};
 use crate::memory::{AspaceMemory, Memory};
 use aspace_vm::{AddressSpace, Design, MapFlags, Prot, PAGE_SIZE};
@@ -23,6 +23,30 @@ const K: u64 = 1_000_003;
 /// `r0 = nr; syscall`.
 fn syscall(a: &mut Asm, nr: u64) {
     a.emit(Insn::Li { rd: 0, imm: nr }).emit(Insn::Syscall);
+}
+
+/// `rd = base + (index << shift)`, through `tmp`: the address of element `index` of an array
+/// of `1 << shift`-byte elements at `base`.
+fn element(a: &mut Asm, rd: Reg, base: Reg, index: Reg, shift: u8, tmp: Reg) -> &mut Asm {
+    a.emit(Insn::Slli {
+        rd: tmp,
+        rs: index,
+        sh: shift,
+    })
+    .emit(Insn::Add {
+        rd,
+        rs1: base,
+        rs2: tmp,
+    })
+}
+
+/// `r += 1`.
+fn increment(r: Reg) -> Insn {
+    Insn::Addi {
+        rd: r,
+        rs: r,
+        imm: 1,
+    }
 }
 
 /// Exits with the value of `r0` (a failed system call's `-errno`) if it is non-zero.
@@ -125,61 +149,35 @@ pub fn demo_program(rounds: u64, words: u64) -> Vec<Insn> {
     })
     .emit(Insn::Li { rd: 6, imm: 0 });
     a.bind(fill);
-    a.emit(Insn::Slli {
-        rd: 7,
-        rs: 6,
-        sh: 3,
-    })
-    .emit(Insn::Add {
-        rd: 17,
-        rs1: 5,
-        rs2: 7,
-    })
-    .emit(Insn::Add {
-        rd: 7,
-        rs1: 9,
-        rs2: 6,
-    })
-    .emit(Insn::Store {
-        width: Width::B8,
-        rs: 7,
-        base: 17,
-        off: 0,
-    })
-    .emit(Insn::Addi {
-        rd: 6,
-        rs: 6,
-        imm: 1,
-    });
+    element(&mut a, 17, 5, 6, 3, 7)
+        .emit(Insn::Add {
+            rd: 7,
+            rs1: 9,
+            rs2: 6,
+        })
+        .emit(Insn::Store {
+            width: Width::B8,
+            rs: 7,
+            base: 17,
+            off: 0,
+        })
+        .emit(increment(6));
     a.branch(Cond::Ltu, 6, 18, fill);
     a.emit(Insn::Li { rd: 6, imm: 0 });
     a.bind(sum);
-    a.emit(Insn::Slli {
-        rd: 7,
-        rs: 6,
-        sh: 3,
-    })
-    .emit(Insn::Add {
-        rd: 17,
-        rs1: 5,
-        rs2: 7,
-    })
-    .emit(Insn::Load {
-        width: Width::B8,
-        rd: 7,
-        base: 17,
-        off: 0,
-    })
-    .emit(Insn::Add {
-        rd: 8,
-        rs1: 8,
-        rs2: 7,
-    })
-    .emit(Insn::Addi {
-        rd: 6,
-        rs: 6,
-        imm: 1,
-    });
+    element(&mut a, 17, 5, 6, 3, 7)
+        .emit(Insn::Load {
+            width: Width::B8,
+            rd: 7,
+            base: 17,
+            off: 0,
+        })
+        .emit(Insn::Add {
+            rd: 8,
+            rs1: 8,
+            rs2: 7,
+        })
+        .emit(increment(6));
     a.branch(Cond::Ltu, 6, 18, sum);
     // Read-only, then a store: SEGV_ACCERR.
     a.emit(Insn::Addi {
@@ -215,36 +213,23 @@ pub fn demo_program(rounds: u64, words: u64) -> Vec<Insn> {
         base: 5,
         off: 16,
     })
-    .emit(Insn::Addi {
-        rd: 16,
-        rs: 16,
-        imm: 1,
-    });
+    .emit(increment(16));
     a.branch(Cond::Ltu, 16, 19, round);
     // Results at results + tid * 16.
-    a.emit(Insn::Slli {
-        rd: 7,
-        rs: 11,
-        sh: 4,
-    })
-    .emit(Insn::Add {
-        rd: 17,
-        rs1: 12,
-        rs2: 7,
-    })
-    .emit(Insn::Store {
-        width: Width::B8,
-        rs: 8,
-        base: 17,
-        off: 0,
-    })
-    .emit(Insn::Store {
-        width: Width::B8,
-        rs: 10,
-        base: 17,
-        off: 8,
-    })
-    .emit(Insn::Li { rd: 1, imm: 0 });
+    element(&mut a, 17, 12, 11, 4, 7)
+        .emit(Insn::Store {
+            width: Width::B8,
+            rs: 8,
+            base: 17,
+            off: 0,
+        })
+        .emit(Insn::Store {
+            width: Width::B8,
+            rs: 10,
+            base: 17,
+            off: 8,
+        })
+        .emit(Insn::Li { rd: 1, imm: 0 });
     syscall(&mut a, sys::EXIT);
     a.bind(fail);
     a.emit(Insn::Addi {
@@ -399,43 +384,26 @@ pub fn array_loop() -> Vec<Insn> {
     a.bind(outer);
     a.emit(Insn::Li { rd: 6, imm: 0 });
     a.bind(inner);
-    a.emit(Insn::Slli {
-        rd: 7,
-        rs: 6,
-        sh: 3,
-    })
-    .emit(Insn::Add {
-        rd: 17,
-        rs1: 5,
-        rs2: 7,
-    })
-    .emit(Insn::Load {
-        width: Width::B8,
-        rd: 7,
-        base: 17,
-        off: 0,
-    })
-    .emit(Insn::Addi {
-        rd: 7,
-        rs: 7,
-        imm: 1,
-    })
-    .emit(Insn::Store {
-        width: Width::B8,
-        rs: 7,
-        base: 17,
-        off: 0,
-    })
-    .emit(Insn::Add {
-        rd: 8,
-        rs1: 8,
-        rs2: 7,
-    })
-    .emit(Insn::Addi {
-        rd: 6,
-        rs: 6,
-        imm: 1,
-    });
+    element(&mut a, 17, 5, 6, 3, 7)
+        .emit(Insn::Load {
+            width: Width::B8,
+            rd: 7,
+            base: 17,
+            off: 0,
+        })
+        .emit(increment(7))
+        .emit(Insn::Store {
+            width: Width::B8,
+            rs: 7,
+            base: 17,
+            off: 0,
+        })
+        .emit(Insn::Add {
+            rd: 8,
+            rs1: 8,
+            rs2: 7,
+        })
+        .emit(increment(6));
     a.branch(Cond::Ltu, 6, 18, inner);
     a.jump(outer);
     a.bind(fail);
