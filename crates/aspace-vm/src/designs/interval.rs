@@ -159,6 +159,8 @@ impl WindowMap for SkipListMap<StoredRegion> {
         r.start..r.end
     }
 
+    const HAS_SEPARATORS: bool = true;
+
     /// A held predecessor that is no interval and not the head (whose end is 0), or a
     /// successor of the last held node that is no interval and exists (else the span reaches
     /// the key space's end): an arena separator.

@@ -91,6 +91,10 @@ pub(crate) trait WindowMap: IntervalLocking<StoredRegion> {
     /// overlapping it is passed to the swap, and lies inside it.
     fn commit_span(locked: &mut Self::Locked<'_>, changed: Range<u64>) -> Range<u64>;
 
+    /// Whether the map keeps separator nodes at the arena boundaries (so that windows stop
+    /// there and [`WindowMap::separator_ends`] may say so).
+    const HAS_SEPARATORS: bool = false;
+
     /// Whether the lock's stable span ends, below and above, at a node of the map that is no
     /// region (an arena separator of the skiplist): the free span there goes on past what the
     /// window holds ([`Window::free_span_cut`]). None by default: a map without such nodes

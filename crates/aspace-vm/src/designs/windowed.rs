@@ -42,9 +42,19 @@
 //! other's part and leave it (the loom model `loom_two_cores_freeing_a_tables_last_children_
 //! one_sees_it_empty`, `page_table/loom_tests.rs`). Cost: one probe walk when a window stops
 //! at a separator (an arena emptied), and a second window only when a table there is empty.
+//!
+//! A `munmap` stops going up at the first block that overlaps an arena other than its core's
+//! (a 512 GiB table over eight arenas): a window over it locks the other arenas' separators
+//! and nodes, the lines their owners write on every call. The conflict audit measured it
+//! (`alloc-fault-modify`, 64 cores: 8.2 conflicting lines per operation at the lock CAS, 19.0
+//! at 128, growing with cores, while the other arenas' owners kept mapping). Such tables are
+//! freed by `reclaim_tables` instead, which runs at every detach (`handle.rs`) and on
+//! `discard_page_tables`: it probes, under LW, the blocks around every arena boundary the same
+//! way, with windows over any arenas. So an empty table that spans arenas stays linked until
+//! the next detach or reclaim (at most one 4 KiB table per 512 GiB of arenas, and the lower
+//! tables under it were freed by the `munmap`s).
 //! The radix tree has no separators: its windows hold only their slots, and its owner tree's
-//! tables past them are freed by `reclaim_tables`, which runs at every detach (`handle.rs`) and
-//! on `discard_page_tables`. The test: `stress_churn_then_unmap_everything_frees_every_page_
+//! tables past them are freed by `reclaim_tables` too. The test: `stress_churn_then_unmap_everything_frees_every_page_
 //! table` (every design's conformance suite).
 //!
 //! # Departures common to both maps
@@ -122,6 +132,15 @@ const PAGE_TABLE_LEVELS: usize = 3;
 
 /// What the tables below the root cover, leaves first (2 MiB, 1 GiB, 512 GiB).
 const TABLE_COVERAGES: [u64; PAGE_TABLE_LEVELS] = [2 << 20, 1 << 30, 1 << 39];
+
+/// Which blocks [`Windowed::free_tables_past_separators`] may take a window over.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Reach {
+    /// Blocks that overlap no arena but the caller's own (`munmap`).
+    OwnArena,
+    /// Any block (`reclaim_tables`: detach and memory pressure).
+    AnyArena,
+}
 
 /// Lock-free placement choices taken by a concurrent call before an `mmap` takes GW.
 pub(crate) const PLACEMENT_TRIES: usize = 4;
@@ -250,20 +269,26 @@ impl<M: RangeMap> Windowed<M> {
     /// Frees the page tables around `range` (just unmapped under LW, which the caller still
     /// holds) that lie past the separators its window stopped at (module doc, "Page tables
     /// past separators"); `freed` is the free span whose tables the `munmap` freed.
+    /// `reach` says whether a block may cover another core's arena (module doc: only at
+    /// `reclaim_tables`, never from a `munmap`).
     fn free_tables_past_separators(
         &self,
         sh: &Shared,
         core: &mut Core,
-        range: Range<u64>,
+        ends: [u64; 2],
         freed: Range<u64>,
+        reach: Reach,
     ) {
-        for end in [range.start, range.end - PAGE_SIZE] {
+        for end in ends {
             let mut freed = freed.clone();
             for coverage in TABLE_COVERAGES {
                 let start = end & !(coverage - 1);
                 let block = start..start + coverage;
                 if freed.start <= block.start && block.end <= freed.end {
                     continue; // Freed by the `munmap` itself.
+                }
+                if reach == Reach::OwnArena && self.covers_another_arena(core, &block) {
+                    break; // So do the blocks above it: left for `reclaim_tables`.
                 }
                 match sh.tables.table_at(&block) {
                     TableAt::Busy => break, // So are the tables above it.
@@ -292,6 +317,34 @@ impl<M: RangeMap> Windowed<M> {
                     None => break,
                 }
             }
+        }
+    }
+
+    /// Whether `block` overlaps an arena other than `core`'s (whose windows another core
+    /// takes all the time: a window over it would lock that core's separators and nodes).
+    fn covers_another_arena(&self, core: &Core, block: &Range<u64>) -> bool {
+        let Some(layout) = &self.arenas else {
+            return false;
+        };
+        let lo = block.start.max(layout.base);
+        let hi = block.end.min(layout.end());
+        lo < hi && layout.arena_of(lo, hi) != Some(core.id.index())
+    }
+
+    /// Frees the empty page tables that cover an arena boundary (a separator), whichever
+    /// arenas they span (module doc, "Page tables past separators"); from `reclaim_tables`.
+    fn free_tables_at_separators(&self, sh: &Shared, core: &mut Core) {
+        let Some(layout) = self.arenas else {
+            return;
+        };
+        if !M::HAS_SEPARATORS {
+            return;
+        }
+        let _lw = self.lock.lw(core.id.index());
+        for k in 0..=layout.count as u64 {
+            let b = layout.base + k * layout.size;
+            let ends = [b.saturating_sub(PAGE_SIZE), b];
+            self.free_tables_past_separators(sh, core, ends, b..b, Reach::AnyArena);
         }
     }
 
@@ -390,7 +443,8 @@ impl<M: RangeMap> DesignOps for Windowed<M> {
             Ok::<_, VmError>(w.free_span_cut(range.clone()))
         })?;
         if let Some(freed) = cut {
-            self.free_tables_past_separators(sh, core, range, freed);
+            let ends = [range.start, range.end - PAGE_SIZE];
+            self.free_tables_past_separators(sh, core, ends, freed, Reach::OwnArena);
         }
         Ok(())
     }
@@ -461,11 +515,13 @@ impl<M: RangeMap> DesignOps for Windowed<M> {
         self.map.metadata_bytes()
     }
 
-    /// The owner tree's empty tables (per-core page tables: `radix`), each freed under LW and
+    /// The empty tables at the arena separators (module doc, "Page tables past separators"),
+    /// then the owner tree's empty tables (per-core page tables: `radix`), each freed under LW and
     /// a window over its span when no region lies there (so no fill can run in it: the
     /// precondition of `free_tables`), bottom up until a pass frees nothing (a table whose
     /// children were freed is empty at the next pass).
     fn reclaim_tables(&self, sh: &Shared, core: &mut Core) {
+        self.free_tables_at_separators(sh, core);
         for _ in 0..PAGE_TABLE_LEVELS {
             let spans = sh.tables.owner_empty_tables(&core.reader);
             if spans.is_empty() {
