@@ -133,11 +133,13 @@ mod retire;
 mod slot_state;
 mod swap;
 mod traverse;
+mod zone;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
 
 pub use arena::{ArenaAllocError, ArenaLayout, SEPARATOR_THRESHOLD};
+pub use zone::{MAX_ZONES, ZONE_SIZE};
 
 use crate::contract::{Interval, IntervalLocking, IntervalMap, MapError, KEY_SPACE_END, PAGE_SIZE};
 use crate::fault::AllocBudget;
@@ -156,6 +158,7 @@ use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
 use traverse::Position;
+use zone::{zone_height, SeparatorInsert, Zones};
 
 /// The SOSP'25 concurrent interval skiplist (see the module doc).
 pub struct SkipListMap<V> {
@@ -174,6 +177,8 @@ pub struct SkipListMap<V> {
     /// Called on the value of every interval node a commit takes out of the list
     /// ([`SkipListMap::with_leave_mark`]).
     leave_mark: Option<fn(&V)>,
+    /// Zone separators (`skiplist/zone.rs`; maps with arenas only).
+    zones: Zones,
 }
 
 #[cfg(not(loom))]
@@ -404,6 +409,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             cap: MAX_HEIGHT,
             faults: AllocBudget::default(),
             leave_mark: None,
+            zones: Zones::new(),
         }
     }
 
@@ -457,6 +463,78 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             }
         });
         m
+    }
+
+    /// The starts of every separator linked now, in order (tests; quiescent map).
+    #[cfg(all(test, not(loom)))]
+    fn separators(&self) -> Vec<u64> {
+        self.readers.with(|_, _, _| {
+            // SAFETY: inside a read section, quiescent (tests).
+            let nodes = unsafe { self.raw.check() };
+            nodes
+                .iter()
+                // SAFETY: as above.
+                .filter(|&&p| unsafe { (*p).kind } == Kind::Separator)
+                // SAFETY: as above.
+                .map(|&p| unsafe { (*p).start })
+                .collect()
+        })
+    }
+
+    /// Whether `a` is an arena boundary (where the arenas' own separators go).
+    fn is_arena_boundary(&self, a: u64) -> bool {
+        self.arenas.as_ref().is_some_and(|(layout, _)| {
+            a >= layout.base && a <= layout.end() && (a - layout.base) % layout.size == 0
+        })
+    }
+
+    /// Makes sure, if it can, that the zone around `addr` (the [`ZONE_SIZE`]-aligned block
+    /// containing it) starts with a separator, so that mappings placed in different zones
+    /// outside the arenas share no skiplist segment (`skiplist/zone.rs`). Lock-free; returns
+    /// whether a separator is there now as far as the map knows. Does nothing in a map without
+    /// arenas, inside the arenas' span, in zone 0, or once [`MAX_ZONES`] zone separators exist.
+    /// Never required for correctness: a caller may skip it.
+    ///
+    /// # Errors
+    /// `OutOfMemory` if the node could not be allocated (nothing changed).
+    pub fn separate_zone(&self, addr: u64) -> Result<bool, MapError> {
+        let Some((layout, _)) = &self.arenas else {
+            return Ok(false);
+        };
+        let b = addr & !(ZONE_SIZE - 1);
+        if b == 0 || b >= KEY_SPACE_END || (layout.base <= b && b <= layout.end()) {
+            return Ok(false);
+        }
+        if self.zones.known(b) {
+            return Ok(true);
+        }
+        if !self.zones.take() {
+            return Ok(false);
+        }
+        let got = self.readers.with(|_, _, _| {
+            // SAFETY: inside a read section; the height is a separator's, above every
+            // ordinary node of a map with arenas (`cap`).
+            unsafe { self.raw.insert_separator(b, zone_height(b)) }
+        });
+        match got {
+            Ok(SeparatorInsert::Inserted) => {
+                self.zones.note(b);
+                Ok(true)
+            }
+            Ok(SeparatorInsert::Present) => {
+                self.zones.give_back(None);
+                self.zones.note(b);
+                Ok(true)
+            }
+            Ok(SeparatorInsert::Skipped) => {
+                self.zones.give_back(None);
+                Ok(false)
+            }
+            Err(e) => {
+                self.zones.give_back(None);
+                Err(e)
+            }
+        }
     }
 
     /// Testing hook (issue 10's fault injection): after `n` more node allocations succeed,
@@ -550,13 +628,29 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 items.push((e, l.end, Kind::Interval, Some(l.value().clone())));
             }
         }
+        let covered_at = |items: &[(u64, u64, Kind, Option<V>)], b: u64| {
+            items
+                .iter()
+                .any(|&(a, z, k, _)| k == Kind::Interval && a < b && b < z)
+        };
         if let Some((layout, _)) = &self.arenas {
             for b in layout.boundaries_inside(span_lo, span_hi) {
-                if !items
-                    .iter()
-                    .any(|&(a, z, k, _)| k == Kind::Interval && a < b && b < z)
-                {
+                if !covered_at(&items, b) {
                     items.push((b, b, Kind::Separator, None));
+                }
+            }
+        }
+        // Zone separators the range held come back where no new interval covers them
+        // (`skiplist/zone.rs`); the others are dropped for good when the commit is made.
+        let mut zones_dropped: Vec<u64> = Vec::new(); // No allocation unless one is dropped.
+        for &o in old {
+            // SAFETY: held nodes are alive and their intervals immutable.
+            let (a, k) = unsafe { ((*o).start, (*o).kind) };
+            if k == Kind::Separator && !self.is_arena_boundary(a) {
+                if covered_at(&items, a) {
+                    zones_dropped.push(a);
+                } else {
+                    items.push((a, a, Kind::Separator, None));
                 }
             }
         }
@@ -566,7 +660,11 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         for (a, z, k, v) in items {
             let h = if k == Kind::Separator {
                 let (layout, _) = self.arenas.as_ref().expect("separators need arenas");
-                ArenaLayout::separator_height(layout.boundary_index(a))
+                if self.is_arena_boundary(a) {
+                    ArenaLayout::separator_height(layout.boundary_index(a))
+                } else {
+                    zone_height(a)
+                }
             } else {
                 delta += 1;
                 random_height(self.cap)
@@ -596,6 +694,9 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         // SAFETY: forwarded; `nodes` are fresh, sorted, disjoint and inside the old span.
         let locked = unsafe { self.raw.swap_locked_at(locked, s, e, &nodes, hint) };
         self.add_len(stripe, delta);
+        for b in zones_dropped {
+            self.zones.give_back(Some(b));
+        }
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
                 retreat_overlapping(layout, hints.iter().map(|h| &**h), s, e);
@@ -805,6 +906,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             let nodes = unsafe { self.raw.check() };
             let mut intervals = 0usize;
             let mut seps = Vec::new();
+            let mut zone_seps = 0usize;
             for &p in &nodes {
                 // SAFETY: as above.
                 let n = unsafe { &*p };
@@ -814,16 +916,21 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         assert!(n.start < n.end);
                         assert!(n.height as usize <= self.cap, "ordinary node too high");
                     }
-                    Kind::Separator => {
+                    Kind::Separator if self.is_arena_boundary(n.start) => {
                         assert!((n.height as usize) >= SEPARATOR_THRESHOLD);
                         seps.push(n.start);
+                    }
+                    Kind::Separator => {
+                        assert_eq!(n.start % ZONE_SIZE, 0, "zone separator off a zone boundary");
+                        assert_eq!(n.height as usize, zone_height(n.start), "zone height");
+                        zone_seps += 1;
                     }
                     Kind::Head => unreachable!("head in level 0"),
                 }
             }
             assert_eq!(intervals, self.len(), "len");
             match &self.arenas {
-                None => assert!(seps.is_empty()),
+                None => assert!(seps.is_empty() && zone_seps == 0),
                 Some((layout, _)) => {
                     let ivs: Vec<(u64, u64)> = nodes
                         .iter()
@@ -837,6 +944,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         .filter(|&b| !ivs.iter().any(|&(a, z)| a < b && b < z))
                         .collect();
                     assert_eq!(seps, expected, "separators at uncovered arena boundaries");
+                    assert!(zone_seps <= MAX_ZONES, "zone separators past the bound");
                 }
             }
         });
@@ -1017,3 +1125,5 @@ mod tests_narrow;
 mod tests_padded;
 #[cfg(all(test, not(loom)))]
 mod tests_span;
+#[cfg(all(test, not(loom)))]
+mod tests_zone;

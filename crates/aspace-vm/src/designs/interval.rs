@@ -196,6 +196,13 @@ impl RangeMap for SkipListMap<StoredRegion> {
             })
     }
 
+    /// A zone separator at `addr`'s GiB when it lies outside the arenas (`aspace_map`'s
+    /// `skiplist/zone.rs`): mappings placed at addresses by different cores then share no
+    /// skiplist segment. Out of memory there only costs that isolation.
+    fn separate_zone(&self, addr: u64) {
+        let _ = SkipListMap::separate_zone(self, addr);
+    }
+
     /// A node per region: its key, value and header, and a tower of two links on average
     /// (the skiplist's height distribution, p = 1/2); separators not counted.
     fn metadata_bytes(&self) -> u64 {

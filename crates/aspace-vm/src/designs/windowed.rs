@@ -113,6 +113,11 @@ pub(crate) trait RangeMap: WindowMap + RcuRegions + Sized + 'static {
     ) -> Result<Interval, ClaimError>;
     /// Bytes the map's nodes and records take now (`Stats::metadata_bytes`).
     fn metadata_bytes(&self) -> u64;
+    /// Before a mapping is placed at `addr` outside the arenas: lets the map isolate that part
+    /// of the space from other cores' (the skiplist's zone separators); nothing by default.
+    fn separate_zone(&self, addr: u64) {
+        let _ = addr;
+    }
     /// Checks the map's own invariants at rest (tests).
     #[cfg(all(test, not(loom)))]
     fn check_map(&self);
@@ -383,6 +388,7 @@ impl<M: RangeMap> Windowed<M> {
                 placement,
                 ..req.clone()
             };
+            self.map.separate_zone(at);
             self.in_window(sh, core, at..at + len, |sh, core, w| {
                 mmap_locked(sh, core, w, req)
             })

@@ -1,0 +1,213 @@
+//! Zone separators: separator nodes at 1 GiB boundaries outside the arenas, inserted on demand,
+//! so that mappings placed at an address (hints, `MAP_FIXED`) by different cores in different
+//! zones do not share a skiplist segment (issue 21: "hinted mappings isolated like arena ones").
+//!
+//! Why: the arenas isolate Alloc claims (`arena.rs`), but a mapping placed at an address lies
+//! wherever its caller asks. Cores hinting into different GiBs above the arenas (the `local`
+//! and `pipeline` workloads) made one segment after the last arena separator: every search
+//! walked the level-0 and low links of the other cores' nodes, and every lock took a line
+//! another core's node lives on (the conflict audit: 5.9 of `local`'s 6.9 conflicting lines
+//! per operation at 64 cores were such link loads, growing with cores). A zone separator at
+//! the zone's start ends the walk of the level above at the zone and becomes the level-0
+//! predecessor of the zone's first node, as an arena's separator does.
+//!
+//! Rules:
+//! - A zone boundary is a multiple of [`ZONE_SIZE`] outside the arenas' span (arena boundaries
+//!   keep their own separators), in a map with arenas (whose ordinary nodes stay below
+//!   `SEPARATOR_THRESHOLD`). Heights follow the binary structure of the zone number, as the
+//!   arena separators' do (`zone_height`), so the zone separators form a perfect skiplist
+//!   among themselves above the threshold.
+//! - Inserted lock-free by [`RawSkipList::insert_separator`]: the point `b` is claimed with one
+//!   CAS on its level-0 predecessor's link, expecting it untagged and pointing at a successor
+//!   that starts at or after `b` (so no interval strictly contains `b` at the CAS: the
+//!   predecessor, found by `find`, ends at or before `b`). The node is born LOCKED and unlocked
+//!   once its tower is linked, like an alloc's (`alloc.rs`). Anything else (a LOCKED or
+//!   INVALIDATED predecessor, an interval over `b`, a separator already there) inserts nothing:
+//!   a zone separator is an optimization, never required.
+//! - A swap whose span covers a zone separator drops it like any node it holds, and re-creates
+//!   it (as `swap_with` does for arena boundaries) when no new interval covers it. A separator
+//!   never lies strictly inside an interval (`raw.rs`'s invariant) either way.
+//! - Bounded: at most [`MAX_ZONES`] zone separators are made over the map's life (a program
+//!   placing mappings in every GiB of a 128 TiB space would otherwise add 128 Ki nodes); past
+//!   that, zones share segments again. A per-map direct-mapped cache of zone numbers remembers
+//!   zones known to have their separator, so a placement in a known zone costs one load, not a
+//!   search.
+//!
+//! Not for: arenas (`arena.rs`), the design's choice of when to ask (`aspace-vm`'s
+//! `designs/windowed.rs`).
+
+use super::arena::SEPARATOR_THRESHOLD;
+use super::link::{pack, unpack, Tag};
+use super::lock::unlock_node;
+use super::node::{Kind, Node, MAX_HEIGHT};
+use super::raw::RawSkipList;
+use super::traverse::Position;
+use crate::contract::MapError;
+use crate::sync::Ordering;
+use std::sync::atomic::{
+    AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering as StdOrdering,
+};
+
+/// Bytes per zone (a level-2 page table's span).
+pub const ZONE_SIZE: u64 = 1 << 30;
+
+/// The most zone separators a map makes over its life.
+pub const MAX_ZONES: usize = 4096;
+
+/// Height of the zone separator at `b` (a multiple of [`ZONE_SIZE`]).
+pub(crate) fn zone_height(b: u64) -> usize {
+    let k = b / ZONE_SIZE;
+    let extra = if k == 0 {
+        64
+    } else {
+        k.trailing_zeros() as usize / 2
+    };
+    (SEPARATOR_THRESHOLD + 1 + extra).min(MAX_HEIGHT)
+}
+
+/// What [`RawSkipList::insert_separator`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SeparatorInsert {
+    /// A new separator is linked at `b`.
+    Inserted,
+    /// A separator was already at `b`.
+    Present,
+    /// Nothing inserted: an interval covers `b`, or the point's predecessor is held or was
+    /// swapped out.
+    Skipped,
+}
+
+impl<V> RawSkipList<V> {
+    /// Inserts a separator of height `height` at the point `b` if none is there and no interval
+    /// strictly contains `b` (module doc). Allocates only when it is about to link.
+    ///
+    /// # Safety
+    /// The caller keeps reachable nodes alive (see `raw.rs`); `height >= SEPARATOR_THRESHOLD`
+    /// and the map's ordinary nodes stay below it.
+    pub(crate) unsafe fn insert_separator(
+        &self,
+        b: u64,
+        height: usize,
+    ) -> Result<SeparatorInsert, MapError> {
+        let mut pos = Position::new();
+        // SAFETY: precondition forwarded.
+        unsafe { self.find(b, b, self.levels(), &mut pos) };
+        // SAFETY: reached by `find`; alive per the precondition.
+        let p = unsafe { &*pos.preds[0] };
+        if p.kind == Kind::Separator && p.start == b {
+            return Ok(SeparatorInsert::Present);
+        }
+        let mut node: *mut Node<V> = std::ptr::null_mut();
+        let outcome = loop {
+            let w = p.load(0);
+            let (next, t) = unpack::<V>(w);
+            if t != Tag::None {
+                break SeparatorInsert::Skipped;
+            }
+            if !next.is_null() {
+                // SAFETY: reached through an Acquire load; alive per the precondition.
+                let n = unsafe { &*next };
+                if n.kind == Kind::Separator && n.start == b {
+                    break SeparatorInsert::Present;
+                }
+                // `p` ends at or before `b` (it was `find`'s predecessor and intervals are
+                // immutable); a successor starting below `b` covers it, or was inserted
+                // between `p` and `b` since: either way not our point to claim.
+                if n.start < b {
+                    break SeparatorInsert::Skipped;
+                }
+            }
+            if node.is_null() {
+                node = Node::try_alloc(b, b, height, Kind::Separator, None, None)?;
+            }
+            // Relaxed: the node is unpublished until the CAS below.
+            // SAFETY: our node, unpublished.
+            unsafe { (*node).next(0) }.store(pack(next, Tag::Locked), Ordering::Relaxed);
+            // Release: publishes the node; pairs with traversals' Acquire. Relaxed on
+            // failure: the link is reloaded with Acquire.
+            if p.next(0)
+                .compare_exchange(
+                    w,
+                    pack(node, Tag::None),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                // SAFETY: linked at level 0 and held by us (born LOCKED).
+                unsafe {
+                    self.link_node_upper(node);
+                    unlock_node(node);
+                }
+                return Ok(SeparatorInsert::Inserted);
+            }
+        };
+        if !node.is_null() {
+            // SAFETY: made above, never published.
+            unsafe { Node::dealloc(node) };
+        }
+        Ok(outcome)
+    }
+}
+
+/// Zones known to have their separator (a cache, not the truth: a stale entry only costs
+/// isolation) and the number of zone separators linked now.
+pub(crate) struct Zones {
+    /// Direct-mapped by zone number: `k + 1` where zone `k`'s separator was inserted or found
+    /// (0: none). Relaxed: a cache; a collision evicts.
+    known: Box<[StdAtomicU64]>,
+    /// Zone separators linked now (inserted minus dropped; re-created ones are not counted
+    /// twice). Relaxed: a bound, not a publication.
+    live: StdAtomicUsize,
+}
+
+/// Entries of the known-zone cache.
+const KNOWN_SLOTS: u64 = 1024;
+
+impl Zones {
+    pub(crate) fn new() -> Zones {
+        Zones {
+            known: (0..KNOWN_SLOTS).map(|_| StdAtomicU64::new(0)).collect(),
+            live: StdAtomicUsize::new(0),
+        }
+    }
+
+    fn slot(&self, b: u64) -> (&StdAtomicU64, u64) {
+        let k = b / ZONE_SIZE;
+        (&self.known[(k % KNOWN_SLOTS) as usize], k + 1)
+    }
+
+    /// Whether zone `b`'s separator is believed present.
+    #[inline]
+    pub(crate) fn known(&self, b: u64) -> bool {
+        let (slot, tag) = self.slot(b);
+        slot.load(StdOrdering::Relaxed) == tag
+    }
+
+    /// Records that zone `b`'s separator is present.
+    pub(crate) fn note(&self, b: u64) {
+        let (slot, tag) = self.slot(b);
+        if slot.load(StdOrdering::Relaxed) != tag {
+            slot.store(tag, StdOrdering::Relaxed);
+        }
+    }
+
+    /// Whether another zone separator may be made, counting it if so.
+    pub(crate) fn take(&self) -> bool {
+        self.live
+            .fetch_update(StdOrdering::Relaxed, StdOrdering::Relaxed, |n| {
+                (n < MAX_ZONES).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back a count taken by [`Zones::take`] (nothing was linked, or a swap dropped the
+    /// separator at `b` for good, which the cache then forgets).
+    pub(crate) fn give_back(&self, b: Option<u64>) {
+        self.live.fetch_sub(1, StdOrdering::Relaxed);
+        if let Some(b) = b {
+            let (slot, tag) = self.slot(b);
+            let _ = slot.compare_exchange(tag, 0, StdOrdering::Relaxed, StdOrdering::Relaxed);
+        }
+    }
+}
