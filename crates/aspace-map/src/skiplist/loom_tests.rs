@@ -65,6 +65,10 @@
 //! frozen links of swapped-out nodes only lead back into the list, so that restart saves work
 //! and is not needed for safety.
 //!
+//! Zone separators (`zone.rs`): `a_separator_insert_never_lands_inside_a_racing_mapping` (fails
+//! without the insert's check that the successor starts at or after its point) and
+//! `two_inserts_of_one_separator_link_one_node` (fails without the re-read's `Present` check).
+//!
 //! What is not modelled: RCU grace periods. Retired nodes are freed only after the threads are
 //! joined and the model checked they are unreachable (the RCU crate's models check that deferred
 //! frees wait for pre-existing readers).
@@ -778,5 +782,65 @@ fn held_swap_revalidates_the_predecessors_its_lock_recorded() {
         assert_eq!(at_level(&list, 1), vec![(2, 3), (4, 5)], "level 1");
         let got = finish(&list, vec![r0, r1, r2]);
         assert_eq!(got, vec![(0, 1, 10), (2, 3, 2), (4, 5, 40)]);
+    });
+}
+
+/// Zone separators (`zone.rs`): a separator insert at page 2 races a mapping of `[1, 3)` that
+/// covers it. Either the insert comes first and the mapping's lock holds the separator and its
+/// swap drops it, or the mapping comes first and the insert sees the interval over page 2 and
+/// inserts nothing; never a separator inside the interval (the structure check: starts and ends
+/// sorted on every level). Mutation checked: without the insert's `n.start < b` check the
+/// model fails the structure check (the separator linked between `[0, 1)` and `[1, 3)`).
+#[test]
+fn a_separator_insert_never_lands_inside_a_racing_mapping() {
+    use super::zone::SeparatorInsert;
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 1, vec![node(0, 1, 1, 1)]);
+        let inserter = {
+            let list = Arc::clone(&list);
+            // SAFETY: nothing is freed while the threads run; height 2 is above every ordinary
+            // node of the model (height 1).
+            thread::spawn(move || unsafe { list.insert_separator(2 * P, 2) }.unwrap())
+        };
+        let r1 = map(&list, 1, 3, vec![node(1, 3, 1, 9)]);
+        let got = inserter.join().unwrap();
+        assert_ne!(got, SeparatorInsert::Present);
+        let got_list = finish(&list, vec![r0, r1]);
+        assert_eq!(got_list, vec![(0, 1, 1), (1, 3, 9)]);
+    });
+}
+
+/// Zone separators (`zone.rs`): two inserts of the same separator race; exactly one links a
+/// node, the other finds it (never two separators at one address). Mutation checked: without
+/// the re-read's `Present` check after a failed CAS, both link a node (the model's count
+/// fails).
+#[test]
+fn two_inserts_of_one_separator_link_one_node() {
+    use super::zone::SeparatorInsert;
+    model(|| {
+        let list = Arc::new(RawSkipList::new());
+        let r0 = map(&list, 0, 4, vec![node(0, 1, 1, 1), node(3, 4, 1, 3)]);
+        let other = {
+            let list = Arc::clone(&list);
+            // SAFETY: nothing is freed while the threads run; height 2 as above.
+            thread::spawn(move || unsafe { list.insert_separator(2 * P, 2) }.unwrap())
+        };
+        // SAFETY: as above.
+        let mine = unsafe { list.insert_separator(2 * P, 2) }.unwrap();
+        let theirs = other.join().unwrap();
+        let mut got = [mine, theirs];
+        got.sort_by_key(|g| *g == SeparatorInsert::Present);
+        assert_eq!(got, [SeparatorInsert::Inserted, SeparatorInsert::Present]);
+        assert_eq!(at_level(&list, 0), vec![(0, 1), (2, 2), (3, 4)]);
+        assert_eq!(at_level(&list, 1), vec![(2, 2)]);
+        // SAFETY: all threads joined; linked nodes are alive (the list frees them on drop).
+        let level0 = unsafe { list.check() };
+        // SAFETY: as above.
+        let seps = level0
+            .iter()
+            .filter(|&&p| unsafe { (*p).kind } == Kind::Separator);
+        assert_eq!(seps.count(), 1);
+        assert!(r0.0.is_empty());
     });
 }
