@@ -158,7 +158,7 @@ use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
 use traverse::Position;
-use zone::{zone_height, SeparatorInsert, Zones};
+use zone::{zone_height, zone_of_point, zone_point, SeparatorInsert, Zones};
 
 /// The SOSP'25 concurrent interval skiplist (see the module doc).
 pub struct SkipListMap<V> {
@@ -489,7 +489,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     }
 
     /// Makes sure, if it can, that the zone around `addr` (the [`ZONE_SIZE`]-aligned block
-    /// containing it) starts with a separator, so that mappings placed in different zones
+    /// containing it) has its separator (one page below its start), so that mappings placed in different zones
     /// outside the arenas share no skiplist segment (`skiplist/zone.rs`). Lock-free; returns
     /// whether a separator is there now as far as the map knows. Does nothing in a map without
     /// arenas, inside the arenas' span, in zone 0, or once [`MAX_ZONES`] zone separators exist.
@@ -502,7 +502,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             return Ok(false);
         };
         let b = addr & !(ZONE_SIZE - 1);
-        if b == 0 || b >= KEY_SPACE_END || (layout.base <= b && b <= layout.end()) {
+        if b == 0 || b >= KEY_SPACE_END || (layout.base <= b && zone_point(b) <= layout.end()) {
             return Ok(false);
         }
         if self.zones.known(b) {
@@ -514,7 +514,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         let got = self.readers.with(|_, _, _| {
             // SAFETY: inside a read section; the height is a separator's, above every
             // ordinary node of a map with arenas (`cap`).
-            unsafe { self.raw.insert_separator(b, zone_height(b)) }
+            unsafe { self.raw.insert_separator(zone_point(b), zone_height(b)) }
         });
         match got {
             Ok(SeparatorInsert::Inserted) => {
@@ -663,7 +663,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 if self.is_arena_boundary(a) {
                     ArenaLayout::separator_height(layout.boundary_index(a))
                 } else {
-                    zone_height(a)
+                    zone_height(zone_of_point(a))
                 }
             } else {
                 delta += 1;
@@ -694,8 +694,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         // SAFETY: forwarded; `nodes` are fresh, sorted, disjoint and inside the old span.
         let locked = unsafe { self.raw.swap_locked_at(locked, s, e, &nodes, hint) };
         self.add_len(stripe, delta);
-        for b in zones_dropped {
-            self.zones.give_back(Some(b));
+        for a in zones_dropped {
+            self.zones.give_back(Some(zone_of_point(a)));
         }
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {
@@ -921,8 +921,9 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         seps.push(n.start);
                     }
                     Kind::Separator => {
-                        assert_eq!(n.start % ZONE_SIZE, 0, "zone separator off a zone boundary");
-                        assert_eq!(n.height as usize, zone_height(n.start), "zone height");
+                        let b = zone_of_point(n.start);
+                        assert_eq!(b % ZONE_SIZE, 0, "zone separator off a zone's point");
+                        assert_eq!(n.height as usize, zone_height(b), "zone height");
                         zone_seps += 1;
                     }
                     Kind::Head => unreachable!("head in level 0"),

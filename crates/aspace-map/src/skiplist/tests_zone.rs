@@ -16,12 +16,13 @@ const LAYOUT: ArenaLayout = ArenaLayout {
     base: Z,
 };
 
-/// The zone separators linked now (quiescent map).
+/// The zone separators linked now (quiescent map), as the starts of their zones.
 fn zone_separators(m: &SkipListMap<u64>) -> Vec<u64> {
     m.check_invariants();
     m.separators()
         .into_iter()
         .filter(|&b| !m.is_arena_boundary(b))
+        .map(|p| p + P)
         .collect()
 }
 
@@ -40,8 +41,9 @@ fn a_zone_separator_is_made_once_and_found_again() {
     // Mappings around it behave as without it.
     m.map(b..b + P, Some(1)).unwrap();
     m.map(b - P..b, Some(2)).unwrap();
+    m.map(b - 3 * P..b - 2 * P, Some(3)).unwrap();
     assert_eq!(zone_separators(&m), vec![b]);
-    assert_eq!(m.len(), 2);
+    assert_eq!(m.len(), 3);
 }
 
 #[test]
@@ -61,22 +63,23 @@ fn no_zone_separator_inside_the_arenas_zone_zero_or_a_map_without_arenas() {
 }
 
 #[test]
-fn an_interval_over_the_boundary_refuses_then_drops_the_separator() {
+fn an_interval_over_the_point_refuses_then_drops_the_separator() {
     let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
     let b = 200 * Z;
-    // Covered: nothing is made.
-    m.map(b - P..b + P, Some(1)).unwrap();
+    // The separator's point is one page below the zone: an interval over it refuses it.
+    let over = b - 2 * P..b + P;
+    m.map(over.clone(), Some(1)).unwrap();
     assert_eq!(m.separate_zone(b), Ok(false));
     assert!(zone_separators(&m).is_empty());
-    m.map(b - P..b + P, None).unwrap();
-    // Made, then covered by a new mapping: dropped, and made again once the boundary is free.
+    m.map(over.clone(), None).unwrap();
+    // Made, then covered by a new mapping: dropped, and made again once the point is free.
     assert_eq!(m.separate_zone(b), Ok(true));
-    m.map(b - P..b + P, Some(2)).unwrap();
+    m.map(over.clone(), Some(2)).unwrap();
     assert!(
         zone_separators(&m).is_empty(),
         "a separator inside an interval"
     );
-    m.map(b - P..b + P, None).unwrap();
+    m.map(over, None).unwrap();
     assert!(zone_separators(&m).is_empty());
     assert_eq!(m.separate_zone(b), Ok(true));
     assert_eq!(zone_separators(&m), vec![b]);
@@ -87,17 +90,17 @@ fn a_swap_that_held_a_separator_without_covering_it_puts_it_back() {
     let m = SkipListMap::with_arenas(Domain::new(), LAYOUT);
     let b = 300 * Z;
     assert_eq!(m.separate_zone(b), Ok(true));
-    m.map(b - 2 * P..b - P, Some(1)).unwrap();
+    m.map(b - 3 * P..b - 2 * P, Some(1)).unwrap();
     m.map(b + P..b + 2 * P, Some(2)).unwrap();
-    // Unmapping across the boundary holds the separator and re-creates it.
-    m.map(b - 2 * P..b + 2 * P, None).unwrap();
+    // Unmapping across the point holds the separator and re-creates it.
+    m.map(b - 3 * P..b + 2 * P, None).unwrap();
     assert_eq!(zone_separators(&m), vec![b]);
     // So does a mapping on one side of it that the swap's span reaches across.
     m.map(b - 4 * P..b + 4 * P, None).unwrap();
     m.map(b..b + P, Some(3)).unwrap();
     assert_eq!(zone_separators(&m), vec![b]);
     let seps = m.separators();
-    let at = seps.iter().position(|&s| s == b).unwrap();
+    let at = seps.iter().position(|&s| s == b - P).unwrap();
     assert!(at > 0, "arena separators come first");
     assert_eq!(zone_height(b + Z), super::arena::SEPARATOR_THRESHOLD + 1);
 }
@@ -112,7 +115,7 @@ fn zone_separators_are_bounded() {
     assert_eq!(m.separate_zone(first + MAX_ZONES as u64 * Z), Ok(false));
     assert_eq!(zone_separators(&m).len(), MAX_ZONES);
     // One dropped for good (covered) makes room for one more.
-    m.map(first + Z - P..first + Z + P, Some(1)).unwrap();
+    m.map(first + Z - 2 * P..first + Z + P, Some(1)).unwrap();
     assert_eq!(m.separate_zone(first + MAX_ZONES as u64 * Z), Ok(true));
     assert_eq!(zone_separators(&m).len(), MAX_ZONES);
 }
@@ -132,8 +135,8 @@ fn stress_zone_separators_racing_mappings_across_their_boundaries() {
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
                     let b = zones[(x >> 33) as usize % zones.len()];
-                    let lo = b - ((x >> 40) % 3) * P;
-                    let hi = b + ((x >> 50) % 3) * P;
+                    let lo = b - P - ((x >> 40) % 3) * P;
+                    let hi = b - P + ((x >> 50) % 3) * P;
                     match (x >> 60) % 4 {
                         0 => {
                             let _ = m.separate_zone(b);
