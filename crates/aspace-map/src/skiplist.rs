@@ -158,7 +158,7 @@ use std::cell::Cell;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::Ordering;
 use traverse::Position;
-use zone::{zone_height, zone_of_point, zone_point, SeparatorInsert, Zones};
+use zone::{zone_height, zone_of_point, zone_point, Known, SeparatorInsert, Zones};
 
 /// The SOSP'25 concurrent interval skiplist (see the module doc).
 pub struct SkipListMap<V> {
@@ -505,35 +505,38 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         if b == 0 || b >= KEY_SPACE_END || (layout.base <= b && zone_point(b) <= layout.end()) {
             return Ok(false);
         }
-        if self.zones.known(b) {
-            return Ok(true);
+        match self.zones.lookup(b) {
+            Known::Present => return Ok(true),
+            Known::Covered => return Ok(false),
+            Known::Unknown => {}
         }
-        if !self.zones.take() {
-            return Ok(false);
-        }
+        let mut took = false;
         let got = self.readers.with(|_, _, _| {
             // SAFETY: inside a read section; the height is a separator's, above every
             // ordinary node of a map with arenas (`cap`).
-            unsafe { self.raw.insert_separator(zone_point(b), zone_height(b)) }
+            unsafe {
+                self.raw.insert_separator(
+                    zone_point(b),
+                    zone_height(b),
+                    || self.zones.take(),
+                    &mut took,
+                )
+            }
         });
-        match got {
-            Ok(SeparatorInsert::Inserted) => {
-                self.zones.note(b);
+        let linked = matches!(got, Ok(SeparatorInsert::Inserted));
+        if took && !linked {
+            self.zones.give_back();
+        }
+        match got? {
+            SeparatorInsert::Inserted | SeparatorInsert::Present => {
+                self.zones.note(b, Known::Present);
                 Ok(true)
             }
-            Ok(SeparatorInsert::Present) => {
-                self.zones.give_back(None);
-                self.zones.note(b);
-                Ok(true)
-            }
-            Ok(SeparatorInsert::Skipped) => {
-                self.zones.give_back(None);
+            SeparatorInsert::Covered => {
+                self.zones.note(b, Known::Covered);
                 Ok(false)
             }
-            Err(e) => {
-                self.zones.give_back(None);
-                Err(e)
-            }
+            SeparatorInsert::Skipped => Ok(false),
         }
     }
 
@@ -695,7 +698,17 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         let locked = unsafe { self.raw.swap_locked_at(locked, s, e, &nodes, hint) };
         self.add_len(stripe, delta);
         for a in zones_dropped {
-            self.zones.give_back(Some(zone_of_point(a)));
+            self.zones.give_back();
+            self.zones.forget(zone_of_point(a), Known::Present);
+        }
+        if self.arenas.is_some() {
+            for &o in &locked[1..] {
+                // SAFETY: unlinked but not retired yet (below): allocated, immutable.
+                let o = unsafe { &*o };
+                if o.is_interval() && o.end - o.start > PAGE_SIZE {
+                    self.zones.uncover(o.start, o.end);
+                }
+            }
         }
         if covered < e - s {
             if let Some((layout, hints)) = &self.arenas {

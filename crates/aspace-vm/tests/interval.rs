@@ -390,9 +390,11 @@ fn a_first_write_adopts_the_anon_identity_of_a_neighbour_outside_the_locked_rang
 }
 
 /// Issue 21: two cores map and write in their own arenas, which share one leaf table (and
-/// every table above), then each unmaps its own mapping: the last `munmap` frees every table
-/// although its window stops at the separator between the arenas (before, the leaf and the
-/// tables above it stayed until an `munmap` of the whole space).
+/// every table above), then each unmaps its own mapping. The tables span both arenas, so no
+/// `munmap` frees them (it takes no window over another core's arena: `windowed.rs`, "Page
+/// tables past separators"); the next detach does, although every window stops at the
+/// separator between the arenas (before issue 21, they stayed until an `munmap` of the whole
+/// space).
 #[test]
 fn unmapping_the_last_region_of_each_arena_frees_the_tables_they_shared() {
     let space = arena_space(1000);
@@ -415,8 +417,117 @@ fn unmapping_the_last_region_of_each_arena_frees_the_tables_they_shared() {
     b.munmap(mb, 2 * P).unwrap();
     let st = space.stats();
     assert_eq!((st.regions, st.frames_in_use), (0, 0));
+    assert_eq!(st.page_tables, 4, "left for the next detach: {st:?}");
+    drop(b);
+    let st = space.stats();
     assert_eq!(
         st.page_tables, 1,
-        "every table freed past the separator: {st:?}"
+        "every table freed past the separator at the detach: {st:?}"
     );
+}
+
+/// Bytes of a skiplist zone (`aspace_map::ZONE_SIZE`).
+const G: u64 = 1 << 30;
+
+/// Zone separators (issue 21, found by its review): hinted mappings on both sides of many GiB boundaries high in the space (outside arenas),
+/// touched, then all unmapped while the core stays attached: every page table outside the
+/// arenas' 512 GiB blocks must be gone without a detach/reclaim.
+#[test]
+fn hinted_mappings_across_zone_boundaries_free_their_tables() {
+    let space = aspace_vm::AddressSpace::builder()
+        .design(aspace_vm::Design::Interval)
+        .address_range(0x1_0000, 1 << 47)
+        .memory(4096 * P)
+        .max_cores(4)
+        .build()
+        .expect("build");
+    let mut h = space.attach().expect("attach");
+    let base_tables = space.stats().page_tables;
+    let mut live = Vec::new();
+    for k in 0..40u64 {
+        let b = (1 << 46) + k * G; // far above any arena
+        for (a, len) in [(b - P, P), (b, P), (b - 2 * P, 4 * P)] {
+            if let Ok(got) = h.mmap(a, len, Prot::READ_WRITE, PA) {
+                h.write(got, &[1]).expect("write");
+                h.write(got + len - P, &[1]).expect("write");
+                live.push((got, len));
+            }
+        }
+        // MAP_FIXED across the boundary (drops the separator), then an unmap of part.
+        let f = h
+            .mmap(b - 3 * P, 6 * P, Prot::READ_WRITE, PA | MapFlags::FIXED)
+            .expect("fixed");
+        h.write(f, &[2]).unwrap();
+        h.write(f + 5 * P, &[2]).unwrap();
+        live.push((f, 6 * P));
+        h.munmap(b - P, 2 * P).unwrap();
+    }
+    for (a, len) in live {
+        h.munmap(a, len).unwrap();
+    }
+    let st = space.stats();
+    assert_eq!(st.regions, 0, "{st:?}");
+    assert_eq!(
+        st.page_tables, base_tables,
+        "tables left linked after unmapping everything (attached)\n{st:?}"
+    );
+    drop(h);
+}
+
+/// Four cores race hinted, MAP_FIXED and munmap calls around the same few GiB boundaries;
+/// afterwards everything is unmapped (attached) and the tables outside the arenas are gone.
+#[test]
+fn racing_cores_across_zone_boundaries_leave_the_tables_at_baseline() {
+    let space = aspace_vm::AddressSpace::builder()
+        .design(aspace_vm::Design::Interval)
+        .address_range(0x1_0000, 1 << 47)
+        .memory(8192 * P)
+        .max_cores(4)
+        .build()
+        .expect("build");
+    let base_tables = {
+        let hs: Vec<_> = (0..4).map(|_| space.attach().unwrap()).collect();
+        drop(hs);
+        space.stats().page_tables
+    };
+    let mut hs: Vec<_> = (0..4).map(|_| space.attach().unwrap()).collect();
+    std::thread::scope(|sc| {
+        for (t, h) in hs.iter_mut().enumerate() {
+            sc.spawn(move || {
+                let mut x = t as u64 * 7919 + 1;
+                for _ in 0..3000 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let b = (1 << 46) + ((x >> 33) % 3) * G;
+                    let a = b - ((x >> 40) % 4) * P;
+                    let len = (1 + (x >> 45) % 4) * P;
+                    match (x >> 60) % 4 {
+                        0 => {
+                            if let Ok(g) = h.mmap(a, len, Prot::READ_WRITE, PA) {
+                                let _ = h.write(g, &[1]);
+                            }
+                        }
+                        1 => {
+                            if let Ok(g) = h.mmap(a, len, Prot::READ_WRITE, PA | MapFlags::FIXED) {
+                                let _ = h.write(g + len - P, &[1]);
+                            }
+                        }
+                        _ => {
+                            let _ = h.munmap(a, len);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    // Unmap every region in the zones used.
+    for r in space.maps() {
+        hs[0].munmap(r.start, r.end - r.start).unwrap();
+    }
+    let st = space.stats();
+    assert_eq!(st.regions, 0, "{st:?}");
+    drop(hs);
+    let st = space.stats();
+    assert_eq!(st.page_tables, base_tables, "after detach {st:?}");
 }

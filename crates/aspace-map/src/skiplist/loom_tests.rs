@@ -801,7 +801,9 @@ fn a_separator_insert_never_lands_inside_a_racing_mapping() {
             let list = Arc::clone(&list);
             // SAFETY: nothing is freed while the threads run; height 2 is above every ordinary
             // node of the model (height 1).
-            thread::spawn(move || unsafe { list.insert_separator(2 * P, 2) }.unwrap())
+            thread::spawn(move || {
+                unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap()
+            })
         };
         let r1 = map(&list, 1, 3, vec![node(1, 3, 1, 9)]);
         let got = inserter.join().unwrap();
@@ -824,10 +826,12 @@ fn two_inserts_of_one_separator_link_one_node() {
         let other = {
             let list = Arc::clone(&list);
             // SAFETY: nothing is freed while the threads run; height 2 as above.
-            thread::spawn(move || unsafe { list.insert_separator(2 * P, 2) }.unwrap())
+            thread::spawn(move || {
+                unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap()
+            })
         };
         // SAFETY: as above.
-        let mine = unsafe { list.insert_separator(2 * P, 2) }.unwrap();
+        let mine = unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap();
         let theirs = other.join().unwrap();
         let mut got = [mine, theirs];
         got.sort_by_key(|g| *g == SeparatorInsert::Present);

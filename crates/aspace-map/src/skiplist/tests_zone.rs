@@ -156,3 +156,107 @@ fn stress_zone_separators_racing_mappings_across_their_boundaries() {
     let seps = zone_separators(&m);
     assert!(seps.iter().all(|b| zones.contains(b)));
 }
+
+/// A zone whose point an interval covers is remembered as such: later placements there do
+/// not search (nor touch the count) until the covering interval leaves.
+#[test]
+fn a_covered_zone_is_remembered_until_its_cover_leaves() {
+    use super::zone::Known;
+    let m = SkipListMap::<u64>::with_arenas(Domain::new(), LAYOUT);
+    let b = 700 * Z;
+    m.map(b - 2 * P..b + P, Some(1)).unwrap();
+    assert_eq!(m.separate_zone(b + 10 * P), Ok(false));
+    assert_eq!(m.zones.lookup(b), Known::Covered);
+    assert_eq!(m.zones.live_now(), 0, "a refused insert keeps no count");
+    m.map(b - 2 * P..b + P, None).unwrap();
+    assert_eq!(m.zones.lookup(b), Known::Unknown, "the cover left");
+    assert_eq!(m.separate_zone(b), Ok(true));
+    assert_eq!(m.zones.lookup(b), Known::Present);
+    assert_eq!(m.zones.live_now(), 1);
+    // Dropped for good by a cover: forgotten, and the count given back.
+    m.map(b - 2 * P..b + P, Some(2)).unwrap();
+    assert_eq!(m.zones.lookup(b), Known::Unknown);
+    assert_eq!(m.zones.live_now(), 0);
+}
+
+/// The edges of the key space: no panic, no overflow.
+#[test]
+fn zone_separators_at_the_edges_of_the_key_space() {
+    use crate::contract::KEY_SPACE_END as END;
+    let m = SkipListMap::<u64>::with_arenas(Domain::new(), LAYOUT);
+    for addr in [u64::MAX, END, END - P] {
+        let _ = m.separate_zone(addr);
+    }
+    let last = (END - 1) & !(Z - 1);
+    assert!(zone_separators(&m).iter().all(|&b| b == last));
+    m.map(last - 2 * P..END, Some(1)).unwrap();
+    assert!(zone_separators(&m).is_empty());
+    m.map(last - 2 * P..END, None).unwrap();
+    assert_eq!(m.separate_zone(last), Ok(true));
+    m.map(last..END, Some(2)).unwrap();
+    assert_eq!(zone_separators(&m), vec![last]);
+    assert_eq!(m.zones.live_now(), 1);
+}
+
+/// Inserts, mappings and unmappings across the points, shared-region allocs straddling them
+/// and held ranges swapped, from four threads: structure, no duplicate, and the bound's count
+/// equal to the separators linked (review of issue 21's zones).
+#[test]
+fn stress_the_count_matches_the_linked_zone_separators() {
+    use crate::contract::{Interval, IntervalLocking};
+    for round in 0..10u64 {
+        let m = Arc::new(SkipListMap::<u64>::with_arenas(Domain::new(), LAYOUT));
+        let zones: Vec<u64> = (0..3).map(|k| (500 + k) * Z).collect();
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let m = Arc::clone(&m);
+                let zones = zones.clone();
+                std::thread::spawn(move || {
+                    let mut x = t + 1 + round * 77;
+                    for i in 0..2_000u64 {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let b = zones[(x >> 33) as usize % zones.len()];
+                        let lo = b - P - ((x >> 40) % 3) * P;
+                        let hi = b - P + ((x >> 50) % 3) * P;
+                        match (x >> 58) % 6 {
+                            0 | 1 => {
+                                let _ = m.separate_zone(b);
+                            }
+                            2 if hi > lo => m.map(lo..hi, Some(i)).unwrap(),
+                            3 if hi > lo => m.map(lo..hi, None).unwrap(),
+                            4 => {
+                                let len = (1 + (x >> 45) % 3) * P;
+                                let _ = m.alloc(b - 4 * P..b + 2 * P, len, i);
+                            }
+                            5 if hi > lo => {
+                                let l = m.lock(lo..hi).unwrap();
+                                let new = if (x >> 47) & 1 == 0 {
+                                    vec![]
+                                } else {
+                                    vec![(Interval { start: lo, end: hi }, i)]
+                                };
+                                m.swap(l, new).unwrap();
+                            }
+                            _ => {}
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let seps = zone_separators(&m);
+        assert!(seps.iter().all(|b| zones.contains(b)));
+        let mut d = seps.clone();
+        d.dedup();
+        assert_eq!(d, seps, "duplicate separators");
+        assert_eq!(
+            m.zones.live_now(),
+            seps.len(),
+            "round {round}: count {seps:?}"
+        );
+    }
+}

@@ -35,11 +35,13 @@
 //! - A swap whose span covers a zone separator drops it like any node it holds, and re-creates
 //!   it (as `swap_with` does for arena boundaries) when no new interval covers it. A separator
 //!   never lies strictly inside an interval (`raw.rs`'s invariant) either way.
-//! - Bounded: at most [`MAX_ZONES`] zone separators are made over the map's life (a program
-//!   placing mappings in every GiB of a 128 TiB space would otherwise add 128 Ki nodes); past
-//!   that, zones share segments again. A per-map direct-mapped cache of zone numbers remembers
-//!   zones known to have their separator, so a placement in a known zone costs one load, not a
-//!   search.
+//! - Bounded: at most [`MAX_ZONES`] zone separators are linked at once (a program placing
+//!   mappings in every GiB of a 128 TiB space would otherwise add 128 Ki nodes); past that,
+//!   zones share segments again. A per-map direct-mapped cache of zone numbers remembers zones
+//!   known to have their separator or to have their point covered by an interval (forgotten
+//!   when a swap drops the separator or the covering interval), so a placement in a known
+//!   zone costs one load and writes nothing shared; the count is taken only just before a
+//!   node is allocated.
 //!
 //! Not for: arenas (`arena.rs`), the design's choice of when to ask (`aspace-vm`'s
 //! `designs/windowed.rs`).
@@ -52,6 +54,7 @@ use super::raw::RawSkipList;
 use super::traverse::Position;
 use crate::contract::{MapError, PAGE_SIZE};
 use crate::sync::Ordering;
+use crossbeam_utils::CachePadded;
 use std::sync::atomic::{
     AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering as StdOrdering,
 };
@@ -90,14 +93,18 @@ pub(crate) enum SeparatorInsert {
     Inserted,
     /// A separator was already at `b`.
     Present,
-    /// Nothing inserted: an interval covers `b`, or the point's predecessor is held or was
-    /// swapped out.
+    /// Nothing inserted: an interval covers `b`.
+    Covered,
+    /// Nothing inserted: the point's predecessor is held or was swapped out, or a node was
+    /// inserted next to the point since the search, or `take` refused (the bound).
     Skipped,
 }
 
 impl<V> RawSkipList<V> {
     /// Inserts a separator of height `height` at the point `b` if none is there and no interval
-    /// strictly contains `b` (module doc). Allocates only when it is about to link.
+    /// strictly contains `b` (module doc). Calls `take` once, only when it is about to
+    /// allocate (the bound: `false` inserts nothing), and sets `*took` when it did and `take`
+    /// agreed, so the caller gives back a count that ended in no link.
     ///
     /// # Safety
     /// The caller keeps reachable nodes alive (see `raw.rs`); `height >= SEPARATOR_THRESHOLD`
@@ -106,7 +113,10 @@ impl<V> RawSkipList<V> {
         &self,
         b: u64,
         height: usize,
+        take: impl FnOnce() -> bool,
+        took: &mut bool,
     ) -> Result<SeparatorInsert, MapError> {
+        let mut take = Some(take);
         let mut pos = Position::new();
         // SAFETY: precondition forwarded.
         unsafe { self.find(b, b, self.levels(), &mut pos) };
@@ -132,10 +142,18 @@ impl<V> RawSkipList<V> {
                 // immutable); a successor starting below `b` covers it, or was inserted
                 // between `p` and `b` since: either way not our point to claim.
                 if n.start < b {
-                    break SeparatorInsert::Skipped;
+                    break if n.end > b {
+                        SeparatorInsert::Covered
+                    } else {
+                        SeparatorInsert::Skipped
+                    };
                 }
             }
             if node.is_null() {
+                if !take.take().is_some_and(|take| take()) {
+                    break SeparatorInsert::Skipped;
+                }
+                *took = true;
                 node = Node::try_alloc(b, b, height, Kind::Separator, None, None)?;
             }
             // Relaxed: the node is unpublished until the CAS below.
@@ -168,25 +186,42 @@ impl<V> RawSkipList<V> {
     }
 }
 
-/// Zones known to have their separator (a cache, not the truth: a stale entry only costs
-/// isolation) and the number of zone separators linked now.
+/// What the map knows of zones (a cache, not the truth: a stale entry costs isolation or one
+/// search, never correctness) and the number of zone separators linked now.
 pub(crate) struct Zones {
-    /// Direct-mapped by zone number: `k + 1` where zone `k`'s separator was inserted or found
-    /// (0: none). Relaxed: a cache; a collision evicts.
+    /// Direct-mapped by zone number `k`: `k + 1` where the zone's separator was inserted or
+    /// found, `(k + 1) | COVERED` where an interval covered its point, 0 for nothing known.
+    /// Relaxed: a cache; a collision evicts.
     known: Box<[StdAtomicU64]>,
     /// Zone separators linked now (inserted minus dropped; re-created ones are not counted
-    /// twice). Relaxed: a bound, not a publication.
-    live: StdAtomicUsize,
+    /// twice): what [`MAX_ZONES`] bounds. Padded: written only when a separator is made or
+    /// dropped, but the map's hot fields must not share its line. Relaxed: a bound, not a
+    /// publication.
+    live: CachePadded<StdAtomicUsize>,
 }
 
 /// Entries of the known-zone cache.
 const KNOWN_SLOTS: u64 = 1024;
 
+/// Flag of a cache entry: the zone's point was covered by an interval.
+const COVERED: u64 = 1 << 63;
+
+/// What the cache says of a zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// Its separator is (believed) linked.
+    Present,
+    /// An interval (believed) covers its point.
+    Covered,
+    /// Nothing known.
+    Unknown,
+}
+
 impl Zones {
     pub(crate) fn new() -> Zones {
         Zones {
             known: (0..KNOWN_SLOTS).map(|_| StdAtomicU64::new(0)).collect(),
-            live: StdAtomicUsize::new(0),
+            live: CachePadded::new(StdAtomicUsize::new(0)),
         }
     }
 
@@ -195,19 +230,80 @@ impl Zones {
         (&self.known[(k % KNOWN_SLOTS) as usize], k + 1)
     }
 
-    /// Whether zone `b`'s separator is believed present.
+    /// What is known of the zone starting at `b`.
     #[inline]
-    pub(crate) fn known(&self, b: u64) -> bool {
+    pub(crate) fn lookup(&self, b: u64) -> Known {
         let (slot, tag) = self.slot(b);
-        slot.load(StdOrdering::Relaxed) == tag
+        match slot.load(StdOrdering::Relaxed) {
+            t if t == tag => Known::Present,
+            t if t == tag | COVERED => Known::Covered,
+            _ => Known::Unknown,
+        }
     }
 
-    /// Records that zone `b`'s separator is present.
-    pub(crate) fn note(&self, b: u64) {
+    /// Records what was found of the zone starting at `b`.
+    pub(crate) fn note(&self, b: u64, known: Known) {
         let (slot, tag) = self.slot(b);
-        if slot.load(StdOrdering::Relaxed) != tag {
-            slot.store(tag, StdOrdering::Relaxed);
+        let entry = match known {
+            Known::Present => tag,
+            Known::Covered => tag | COVERED,
+            Known::Unknown => 0,
+        };
+        if slot.load(StdOrdering::Relaxed) != entry {
+            slot.store(entry, StdOrdering::Relaxed);
         }
+    }
+
+    /// Forgets the zone starting at `b` if the cache says `was` of it.
+    pub(crate) fn forget(&self, b: u64, was: Known) {
+        let (slot, tag) = self.slot(b);
+        let entry = if was == Known::Covered {
+            tag | COVERED
+        } else {
+            tag
+        };
+        if slot.load(StdOrdering::Relaxed) == entry {
+            let _ = slot.compare_exchange(entry, 0, StdOrdering::Relaxed, StdOrdering::Relaxed);
+        }
+    }
+
+    /// Forgets every zone whose point the interval `[start, end)` covered (it just left the
+    /// list): their separators may be made again. Past [`KNOWN_SLOTS`] zones, every covered
+    /// entry is forgotten.
+    pub(crate) fn uncover(&self, start: u64, end: u64) {
+        // The first zone whose point lies strictly after `start`.
+        let Some(first) = (start + PAGE_SIZE)
+            .checked_next_multiple_of(ZONE_SIZE)
+            .map(|b| {
+                if zone_point(b) > start {
+                    b
+                } else {
+                    b + ZONE_SIZE
+                }
+            })
+        else {
+            return;
+        };
+        let mut b = first;
+        for _ in 0..KNOWN_SLOTS {
+            if zone_point(b) >= end {
+                return;
+            }
+            self.forget(b, Known::Covered);
+            b += ZONE_SIZE;
+        }
+        for slot in self.known.iter() {
+            let e = slot.load(StdOrdering::Relaxed);
+            if e & COVERED != 0 {
+                let _ = slot.compare_exchange(e, 0, StdOrdering::Relaxed, StdOrdering::Relaxed);
+            }
+        }
+    }
+
+    /// Zone separators linked now (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn live_now(&self) -> usize {
+        self.live.load(StdOrdering::Relaxed)
     }
 
     /// Whether another zone separator may be made, counting it if so.
@@ -219,13 +315,9 @@ impl Zones {
             .is_ok()
     }
 
-    /// Gives back a count taken by [`Zones::take`] (nothing was linked, or a swap dropped the
-    /// separator at `b` for good, which the cache then forgets).
-    pub(crate) fn give_back(&self, b: Option<u64>) {
+    /// Gives back a count taken by [`Zones::take`] (nothing was linked, or a swap dropped a
+    /// separator for good).
+    pub(crate) fn give_back(&self) {
         self.live.fetch_sub(1, StdOrdering::Relaxed);
-        if let Some(b) = b {
-            let (slot, tag) = self.slot(b);
-            let _ = slot.compare_exchange(tag, 0, StdOrdering::Relaxed, StdOrdering::Relaxed);
-        }
     }
 }
