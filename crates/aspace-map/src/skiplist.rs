@@ -27,6 +27,10 @@
 //!   [`SkipListMap::alloc_in_arena`] searches the caller's arena, then the shared region;
 //!   [`SkipListMap::alloc_in_arena_padded`] searches the caller's arena only and leaves `pad`
 //!   free bytes on both sides of its claim (first fit of `len + 2 * pad`, `alloc.rs`).
+//! - Zones (`skiplist/zone.rs`): in a map with arenas, [`SkipListMap::separate_zone`] inserts a
+//!   separator lock-free one page below a 1 GiB zone outside the arenas, so that mappings
+//!   placed there by address share no segment with other zones'; swaps re-create the ones they
+//!   hold and do not cover; at most [`MAX_ZONES`] at once.
 //!
 //! # Values and `Clone`
 //! The map clones a value in one place only: when `map` or `swap` trims an interval that reaches
