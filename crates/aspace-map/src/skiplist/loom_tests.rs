@@ -799,9 +799,9 @@ fn a_separator_insert_never_lands_inside_a_racing_mapping() {
         let r0 = map(&list, 0, 1, vec![node(0, 1, 1, 1)]);
         let inserter = {
             let list = Arc::clone(&list);
-            // SAFETY: nothing is freed while the threads run; height 2 is above every ordinary
-            // node of the model (height 1).
             thread::spawn(move || {
+                // SAFETY: nothing is freed while the threads run; height 2 is above every
+                // ordinary node of the model (height 1).
                 unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap()
             })
         };
@@ -825,8 +825,8 @@ fn two_inserts_of_one_separator_link_one_node() {
         let r0 = map(&list, 0, 4, vec![node(0, 1, 1, 1), node(3, 4, 1, 3)]);
         let other = {
             let list = Arc::clone(&list);
-            // SAFETY: nothing is freed while the threads run; height 2 as above.
             thread::spawn(move || {
+                // SAFETY: nothing is freed while the threads run; height 2 as above.
                 unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap()
             })
         };

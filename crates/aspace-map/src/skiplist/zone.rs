@@ -271,17 +271,9 @@ impl Zones {
     /// list): their separators may be made again. Past [`KNOWN_SLOTS`] zones, every covered
     /// entry is forgotten.
     pub(crate) fn uncover(&self, start: u64, end: u64) {
-        // The first zone whose point lies strictly after `start`.
-        let Some(first) = (start + PAGE_SIZE)
-            .checked_next_multiple_of(ZONE_SIZE)
-            .map(|b| {
-                if zone_point(b) > start {
-                    b
-                } else {
-                    b + ZONE_SIZE
-                }
-            })
-        else {
+        // The first zone whose point lies strictly after `start` (`b - PAGE_SIZE > start`);
+        // none past the key space (`start < KEY_SPACE_END`, so the sum does not overflow).
+        let Some(first) = (start + PAGE_SIZE + 1).checked_next_multiple_of(ZONE_SIZE) else {
             return;
         };
         let mut b = first;
@@ -290,7 +282,10 @@ impl Zones {
                 return;
             }
             self.forget(b, Known::Covered);
-            b += ZONE_SIZE;
+            let Some(next) = b.checked_add(ZONE_SIZE) else {
+                return; // The last zone of the key space.
+            };
+            b = next;
         }
         for slot in self.known.iter() {
             let e = slot.load(StdOrdering::Relaxed);
