@@ -11,7 +11,7 @@
 //! - `aspace list`: workloads, what each thread does, and their designs;
 //! - `aspace report <DIR>`: renders a results directory's plots, `headline.md` and `index.html`
 //!   again from its `results.json` (+ `run.json`, `conflicts.json` when present).
-//! - `aspace conflicts <workload> [--designs a,b] [--cores 2,4,16,64,128] [--rounds R]
+//! - `aspace conflicts <workload> [--designs a,b] [--cores 2,4,16,64,128] [--rounds R] [--pairs]
 //!   [--warmup W] [--json] [--out DIR]`: the cache-line conflict audit (see
 //!   `aspace_bench::conflicts`); it needs the instrumented build (`cargo run --release
 //!   --features conflicts -- conflicts ...`) and otherwise exits 2 with that one line.
@@ -119,6 +119,10 @@ struct ConflictsArgs {
     /// Print one JSON object per design and core count per line, nothing else.
     #[arg(long)]
     json: bool,
+    /// Also report which other core's site each conflicting site met (the pairs behind the
+    /// conflicts, most frequent first).
+    #[arg(long)]
+    pairs: bool,
     /// Also merge the rows into DIR/conflicts.json (same workload/design/cores replaced).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -337,7 +341,8 @@ fn conflicts(args: &ConflictsArgs) -> Result<(), BenchError> {
         &args.cores,
         args.rounds,
         args.warmup,
-    )?;
+    )?
+    .with_pairs(args.pairs);
     if !audit::INSTRUMENTED {
         return Err(BenchError::NotInstrumented(args.workload.clone()));
     }

@@ -135,3 +135,23 @@ fn pervma_soft_fault_conflicts_on_the_regions_lock_word_every_fault() {
         .collect();
     assert!(other.is_empty(), "{other:?}");
 }
+
+/// `--pairs`: the lock word of `coarse` is met by the same lock sites of other cores, and the
+/// plain audit reports no pairs.
+#[test]
+fn pairs_name_the_sites_of_other_cores_each_conflict_met() {
+    let plan = Plan::new("local", &["coarse".to_string()], &[4], 24, 4)
+        .unwrap()
+        .with_pairs(true);
+    let rows = run(&plan, |_| Ok(())).unwrap();
+    let lock = "aspace-sync/src/upgradable_rwlock.rs";
+    assert!(
+        rows[0]
+            .pairs
+            .iter()
+            .any(|p| p.mine.contains(lock) && p.other.contains(lock) && p.per_op > 0.0),
+        "{:?}",
+        rows[0].pairs
+    );
+    assert!(audit("local", "coarse", 4).pairs.is_empty());
+}

@@ -214,3 +214,78 @@ pub fn analyze(ops: &[OpRecord], background: &[BgAccess], warmup: u64) -> Analys
     result.rcu_lines = top(rcu_sites, result.ops);
     result
 }
+
+/// Two sites that met on conflicting lines: an operation's access to a line and another
+/// core's access to the same line in the same or the next round, one of the two a write. What
+/// the per-site table cannot say: *whose* access a site conflicts with (issue 21 found both of
+/// its fixes this way: a lock CAS on the neighbouring core's node, a window over another core's
+/// arena).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairReport {
+    /// The counted operation's site for the line ([`LineAccess::label`]) and whether it wrote.
+    pub mine: String,
+    /// Whether the operation wrote the line.
+    pub mine_write: bool,
+    /// The other core's site for the line and whether it wrote.
+    pub other: String,
+    /// Whether the other core wrote the line.
+    pub other_write: bool,
+    /// Conflicting (operation, line) accesses with this pair, per counted operation (an
+    /// access meeting several sites counts once per distinct other site).
+    pub per_op: f64,
+}
+
+/// The site pairs behind the operations' own conflicting lines ([`Analysis::conflicts_per_op`];
+/// RCU scopes and background threads are not paired), most frequent first. Same inputs and
+/// definition as [`analyze`].
+pub fn analyze_pairs(ops: &[OpRecord], warmup: u64) -> Vec<PairReport> {
+    type Accesses = Vec<(u64, Site, bool)>;
+    let mut index: HashMap<(u64, usize), Accesses> = HashMap::new();
+    for op in ops {
+        for (&line, acc) in &op.accesses.lines {
+            index.entry((op.round, line)).or_default().push((
+                op.core as u64,
+                acc.label(),
+                acc.write,
+            ));
+        }
+    }
+    let mut pairs: HashMap<(Site, bool, Site, bool), u64> = HashMap::new();
+    let mut counted = 0u64;
+    let mut seen: Vec<(Site, bool)> = Vec::new();
+    for op in ops.iter().filter(|op| op.round >= warmup) {
+        counted += 1;
+        let agent = op.core as u64;
+        for (&line, acc) in &op.accesses.lines {
+            seen.clear();
+            for r in [op.round, op.round + 1] {
+                let Some(others) = index.get(&(r, line)) else {
+                    continue;
+                };
+                for &(a, site, w) in others {
+                    if a != agent && (w || acc.write) && !seen.contains(&(site, w)) {
+                        seen.push((site, w));
+                    }
+                }
+            }
+            for &(site, w) in &seen {
+                *pairs.entry((acc.label(), acc.write, site, w)).or_default() += 1;
+            }
+        }
+    }
+    let mut v: Vec<_> = pairs.into_iter().collect();
+    v.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then_with(|| a.0 .0.to_string().cmp(&b.0 .0.to_string()))
+            .then_with(|| a.0 .2.to_string().cmp(&b.0 .2.to_string()))
+    });
+    v.into_iter()
+        .map(|((mine, mine_write, other, other_write), n)| PairReport {
+            mine: mine.to_string(),
+            mine_write,
+            other: other.to_string(),
+            other_write,
+            per_op: n as f64 / counted.max(1) as f64,
+        })
+        .collect()
+}

@@ -31,7 +31,7 @@ pub mod lock;
 pub mod record;
 pub mod runner;
 
-pub use analysis::{analyze, Analysis, LineReport, OpRecord};
+pub use analysis::{analyze, analyze_pairs, Analysis, LineReport, OpRecord, PairReport};
 pub use record::{begin_op, end_op, rcu_scope, OpAccesses};
 pub use runner::{run_rounds, Recorded};
 

@@ -223,3 +223,37 @@ fn a_core_touching_its_own_line_inside_and_outside_rcu_scopes_does_not_conflict(
     assert_eq!(a.conflicts_per_op, 0.0, "{a:?}");
     assert_eq!(a.rcu_conflicts_per_op, 0.0, "{a:?}");
 }
+
+/// `analyze_pairs` names both sides of a conflict: a writer's site against a reader's site of
+/// the same line on another core, and nothing for lines no other core touched.
+#[test]
+fn pairs_name_the_writer_and_the_reader_of_a_shared_line() {
+    let shared = CachePadded::new(AtomicU64::new(0));
+    let own: Vec<CachePadded<AtomicU64>> = (0..CORES)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let r = run_rounds(
+        CORES,
+        ROUNDS,
+        |_| (),
+        |_, core, _| {
+            own[core].fetch_add(1, Ordering::Relaxed);
+            if core == 0 {
+                shared.store(1, Ordering::Relaxed); // The writer.
+            } else {
+                let _ = shared.load(Ordering::Relaxed); // The readers.
+            }
+        },
+        |_, _| {},
+    );
+    let pairs = aspace_conflicts::analyze_pairs(&r.ops, WARMUP);
+    assert_eq!(pairs.len(), 2, "{pairs:#?}");
+    // Each reader's load meets core 0's store: 3 of 4 operations.
+    let read = pairs.iter().find(|p| !p.mine_write).unwrap();
+    assert!(read.other_write && read.mine != read.other, "{read:?}");
+    assert!((read.per_op - 0.75).abs() < 1e-9, "{read:?}");
+    // Core 0's store meets the readers' loads (one distinct other site): 1 of 4.
+    let write = pairs.iter().find(|p| p.mine_write).unwrap();
+    assert!(!write.other_write && write.other == read.mine, "{write:?}");
+    assert!((write.per_op - 0.25).abs() < 1e-9, "{write:?}");
+}

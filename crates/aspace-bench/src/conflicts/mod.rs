@@ -96,6 +96,25 @@ pub struct ConflictRow {
     pub lines: Vec<SiteRow>,
     /// Sites of the RCU machinery's conflicting lines, most frequent first.
     pub rcu_lines: Vec<SiteRow>,
+    /// With `--pairs`: which other core's site each conflicting site met, most frequent first
+    /// (empty, and absent from the JSON, otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<PairRow>,
+}
+
+/// Two sites that met on conflicting lines (`aspace_conflicts::PairReport`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairRow {
+    /// The counted operation's site.
+    pub mine: String,
+    /// Whether the operation wrote the line.
+    pub mine_write: bool,
+    /// The other core's site for the same line.
+    pub other: String,
+    /// Whether the other core wrote it.
+    pub other_write: bool,
+    /// Such meetings per counted operation.
+    pub per_op: f64,
 }
 
 /// What `aspace conflicts` will run, after validation.
@@ -111,6 +130,8 @@ pub struct Plan {
     pub rounds: u64,
     /// Warm-up rounds per point.
     pub warmup: u64,
+    /// Whether to report the site pairs behind the conflicts (`--pairs`).
+    pub pairs: bool,
 }
 
 /// The engine designs the audit can run for `workload` (every VM design but `linux`, and the
@@ -192,7 +213,13 @@ impl Plan {
             cores: cores.to_vec(),
             rounds,
             warmup,
+            pairs: false,
         })
+    }
+
+    /// The same plan, reporting the site pairs behind the conflicts when `pairs`.
+    pub fn with_pairs(self, pairs: bool) -> Plan {
+        Plan { pairs, ..self }
     }
 }
 
@@ -238,6 +265,20 @@ fn run_point(plan: &Plan, design: &'static str, cores: usize) -> Result<Conflict
     let driver = vm::AspaceDriver::with_memory(builder, design, cores, AUDIT_MEMORY)?;
     let rec = ops::record(plan.workload, &driver, cores, plan.rounds)?;
     let a = aspace_conflicts::analyze(&rec.ops, &rec.background, plan.warmup);
+    let pairs = if plan.pairs {
+        aspace_conflicts::analyze_pairs(&rec.ops, plan.warmup)
+            .into_iter()
+            .map(|p| PairRow {
+                mine: p.mine,
+                mine_write: p.mine_write,
+                other: p.other,
+                other_write: p.other_write,
+                per_op: p.per_op,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let sites = |v: Vec<aspace_conflicts::LineReport>| {
         v.into_iter()
             .map(|l| SiteRow {
@@ -258,6 +299,7 @@ fn run_point(plan: &Plan, design: &'static str, cores: usize) -> Result<Conflict
         rcu_conflicts_per_op: a.rcu_conflicts_per_op,
         lines: sites(a.lines),
         rcu_lines: sites(a.rcu_lines),
+        pairs,
     })
 }
 
@@ -305,6 +347,18 @@ pub fn table_row(r: &ConflictRow) -> String {
     }
     for l in r.rcu_lines.iter().take(TABLE_SITES / 2) {
         let _ = writeln!(s, "    {:>9.4}/op  {} (rcu)", l.per_op, l.site);
+    }
+    let rw = |w: bool| if w { "write" } else { "read" };
+    for p in r.pairs.iter().take(TABLE_SITES) {
+        let _ = writeln!(
+            s,
+            "    {:>9.4}/op  {} ({}) met {} ({}) of another core",
+            p.per_op,
+            p.mine,
+            rw(p.mine_write),
+            p.other,
+            rw(p.other_write)
+        );
     }
     s
 }
@@ -354,6 +408,7 @@ mod tests {
                 per_op: c,
             }],
             rcu_lines: vec![],
+            pairs: vec![],
         }
     }
 
