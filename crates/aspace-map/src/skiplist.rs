@@ -493,8 +493,9 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     }
 
     /// Makes sure, if it can, that the zone around `addr` (the [`ZONE_SIZE`]-aligned block
-    /// containing it) has its separator (one page below its start), so that mappings placed in different zones
-    /// outside the arenas share no skiplist segment (`skiplist/zone.rs`). Lock-free; returns
+    /// containing it) has its separator (one page below its start), so that mappings placed
+    /// in different zones outside the arenas share no skiplist segment (`skiplist/zone.rs`).
+    /// Lock-free; returns
     /// whether a separator is there now as far as the map knows. Does nothing in a map without
     /// arenas, inside the arenas' span, in zone 0, or once [`MAX_ZONES`] zone separators exist.
     /// Never required for correctness: a caller may skip it.

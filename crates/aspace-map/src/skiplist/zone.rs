@@ -7,8 +7,8 @@
 //! and `pipeline` workloads) made one segment after the last arena separator: every search
 //! walked the level-0 and low links of the other cores' nodes, and every lock took a line
 //! another core's node lives on (the conflict audit: 5.9 of `local`'s 6.9 conflicting lines
-//! per operation at 64 cores were such link loads, growing with cores). A zone separator at
-//! the zone's start ends the walk of the level above at the zone and becomes the level-0
+//! per operation at 64 cores were such link loads, growing with cores). A zone separator just
+//! below the zone ends the walk of the levels above at the zone and becomes the level-0
 //! predecessor of the zone's first node, as an arena's separator does.
 //!
 //! Rules:
@@ -22,9 +22,10 @@
 //!   that node's link: the conflict audit's `local`, 2.6 lines per operation with the
 //!   separator at the zone start). One page below, the widened window starts at the separator
 //!   and holds nothing of the zone below. A mapping that covers that page drops the separator
-//!   (next rule), as a mapping across an arena boundary drops the arena's. Heights follow the binary structure of the zone number, as the
-//!   arena separators' do (`zone_height`), so the zone separators form a perfect skiplist
-//!   among themselves above the threshold.
+//!   (the rule on swaps below), as a mapping across an arena boundary drops the arena's.
+//!   Heights follow the binary structure of the zone number, as the arena separators' do
+//!   (`zone_height`), so the zone separators form a perfect skiplist among themselves above
+//!   the threshold.
 //! - Inserted lock-free by [`RawSkipList::insert_separator`]: the point `b` is claimed with one
 //!   CAS on its level-0 predecessor's link, expecting it untagged and pointing at a successor
 //!   that starts at or after `b` (so no interval strictly contains `b` at the CAS: the
@@ -62,7 +63,7 @@ use std::sync::atomic::{
 /// Bytes per zone (a level-2 page table's span).
 pub const ZONE_SIZE: u64 = 1 << 30;
 
-/// The most zone separators a map makes over its life.
+/// The most zone separators a map keeps linked at once.
 pub const MAX_ZONES: usize = 4096;
 
 /// Where the separator of the zone starting at `b` goes: one page below the zone (module doc).

@@ -54,8 +54,15 @@
 //! the next detach or reclaim (at most one 4 KiB table per 512 GiB of arenas, and the lower
 //! tables under it were freed by the `munmap`s).
 //! The radix tree has no separators: its windows hold only their slots, and its owner tree's
-//! tables past them are freed by `reclaim_tables` too. The test: `stress_churn_then_unmap_everything_frees_every_page_
-//! table` (every design's conformance suite).
+//! tables past them are freed by `reclaim_tables` too. The test:
+//! `stress_churn_then_unmap_everything_frees_every_page_table` (every design's conformance
+//! suite).
+//!
+//! Zone separators (`interval`'s hinted and `MAP_FIXED` mappings outside the arenas) end free
+//! spans too: a `munmap` that empties a zone probes the tables past its zone's separators the
+//! same way, and a window over an empty 1 GiB table there may hold the first node of the zone
+//! above (a window is widened by a page): a conflict with that zone's owner only when a zone
+//! empties, as Linux frees a table when its last mapping goes.
 //!
 //! # Departures common to both maps
 //!
