@@ -137,26 +137,9 @@ impl<V> RawSkipList<V> {
                                 (*node).start = start;
                                 (*node).end = start + len;
                             }
-                            // Relaxed: unpublished until the CAS below.
-                            // SAFETY: `node` is ours and unpublished.
-                            unsafe { (*node).next(0) }
-                                .store(pack(next, Tag::Locked), Ordering::Relaxed);
-                            // Release: publishes the node; pairs with traversals' Acquire.
-                            // Relaxed on failure: we reload the link with Acquire.
-                            if p.next(0)
-                                .compare_exchange(
-                                    w,
-                                    pack(node, Tag::None),
-                                    Ordering::Release,
-                                    Ordering::Relaxed,
-                                )
-                                .is_ok()
-                            {
-                                // SAFETY: the node is linked at level 0 and held by us.
-                                unsafe {
-                                    self.link_node_upper(node);
-                                    unlock_node(node);
-                                }
+                            // SAFETY: `node` is ours and unpublished; `p` was reached from
+                            // the head and is alive per the precondition.
+                            if unsafe { self.publish_after(p, w, next, node) } {
                                 // No earlier gap of `>= hint_min`: the next one is the pad gap
                                 // in front of the claim if it is that long, else after it.
                                 let after = if pad >= hint_min { gs } else { start + len };
@@ -200,6 +183,46 @@ impl<V> RawSkipList<V> {
                 prev = next;
             }
         }
+    }
+
+    /// Publishes the unpublished `node` between `p` and `next` with one CAS on `p`'s level-0
+    /// link, which must still read `w` (untagged, pointing at `next`): the node is born LOCKED,
+    /// linked at its upper levels while held, then unlocked (module doc; `zone.rs` inserts its
+    /// separators the same way). Returns whether the CAS succeeded; on failure the node is
+    /// still the caller's and unpublished.
+    ///
+    /// # Safety
+    /// `node` came from `Node::alloc`/`try_alloc` and was never published; `p` is alive and the
+    /// caller keeps reachable nodes alive (see `raw.rs`).
+    pub(crate) unsafe fn publish_after(
+        &self,
+        p: &Node<V>,
+        w: usize,
+        next: *mut Node<V>,
+        node: *mut Node<V>,
+    ) -> bool {
+        // Relaxed: unpublished until the CAS below.
+        // SAFETY: `node` is ours and unpublished.
+        unsafe { (*node).next(0) }.store(pack(next, Tag::Locked), Ordering::Relaxed);
+        // Release: publishes the node; pairs with traversals' Acquire loads. Relaxed on
+        // failure: the caller reloads the link with Acquire.
+        if p.next(0)
+            .compare_exchange(
+                w,
+                pack(node, Tag::None),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        // SAFETY: the node is linked at level 0 and held by us (born LOCKED).
+        unsafe {
+            self.link_node_upper(node);
+            unlock_node(node);
+        }
+        true
     }
 
     /// Links one node (in level 0, held by the caller) at its upper levels.

@@ -30,9 +30,10 @@
 //!   CAS on its level-0 predecessor's link, expecting it untagged and pointing at a successor
 //!   that starts at or after `b` (so no interval strictly contains `b` at the CAS: the
 //!   predecessor, found by `find`, ends at or before `b`). The node is born LOCKED and unlocked
-//!   once its tower is linked, like an alloc's (`alloc.rs`). Anything else (a LOCKED or
-//!   INVALIDATED predecessor, an interval over `b`, a separator already there) inserts nothing:
-//!   a zone separator is an optimization, never required.
+//!   once its tower is linked, by the same publish step as an alloc's (`alloc.rs`,
+//!   `publish_after`). Anything else (a LOCKED or INVALIDATED predecessor, an interval over
+//!   `b`, a separator already there) inserts nothing: a zone separator is an optimization,
+//!   never required.
 //! - A swap whose span covers a zone separator drops it like any node it holds, and re-creates
 //!   it (as `swap_with` does for arena boundaries) when no new interval covers it. A separator
 //!   never lies strictly inside an interval (`raw.rs`'s invariant) either way.
@@ -48,13 +49,11 @@
 //! `designs/windowed.rs`).
 
 use super::arena::SEPARATOR_THRESHOLD;
-use super::link::{pack, unpack, Tag};
-use super::lock::unlock_node;
+use super::link::{unpack, Tag};
 use super::node::{Kind, Node, MAX_HEIGHT};
 use super::raw::RawSkipList;
 use super::traverse::Position;
 use crate::contract::{MapError, PAGE_SIZE};
-use crate::sync::Ordering;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{
     AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering as StdOrdering,
@@ -157,25 +156,9 @@ impl<V> RawSkipList<V> {
                 *took = true;
                 node = Node::try_alloc(b, b, height, Kind::Separator, None, None)?;
             }
-            // Relaxed: the node is unpublished until the CAS below.
-            // SAFETY: our node, unpublished.
-            unsafe { (*node).next(0) }.store(pack(next, Tag::Locked), Ordering::Relaxed);
-            // Release: publishes the node; pairs with traversals' Acquire. Relaxed on
-            // failure: the link is reloaded with Acquire.
-            if p.next(0)
-                .compare_exchange(
-                    w,
-                    pack(node, Tag::None),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                // SAFETY: linked at level 0 and held by us (born LOCKED).
-                unsafe {
-                    self.link_node_upper(node);
-                    unlock_node(node);
-                }
+            // SAFETY: our node, unpublished; `p` was reached by `find`, alive per the
+            // precondition.
+            if unsafe { self.publish_after(p, w, next, node) } {
                 return Ok(SeparatorInsert::Inserted);
             }
         };
