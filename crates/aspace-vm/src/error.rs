@@ -77,6 +77,12 @@ pub enum VmError {
     /// `EAGAIN`: no core slot is free (`attach` beyond the configured core count).
     #[error("too many cores attached (limit {0})")]
     TooManyCores(usize),
+    /// `EFBIG`: a file offset or length past the largest file size.
+    #[error("file offset or length past the largest file size")]
+    FileTooLarge,
+    /// `ENOSPC`: the memory a file lives in has no frame left for a new page.
+    #[error("no frame left for a file page")]
+    NoSpace,
     /// `ENOTRECOVERABLE`: the space was created before a `fork()` and this is the child, where
     /// its locks and threads are not recoverable (README, hazards).
     #[error("address space used in a forked child")]
@@ -116,6 +122,8 @@ impl VmError {
             VmError::PermissionDenied => libc::EPERM,
             VmError::TooManyCores(_) => libc::EAGAIN,
             VmError::ForkedChild => libc::ENOTRECOVERABLE,
+            VmError::FileTooLarge => libc::EFBIG,
+            VmError::NoSpace => libc::ENOSPC,
             VmError::TopPageAddress(addr) => addr.wrapping_neg() as i32,
             VmError::BadConfig { .. } => libc::EINVAL,
         }

@@ -59,9 +59,10 @@
 //! statistics counters whose correctness rests on RMW uniqueness and on the callers'
 //! synchronization, not on a protocol worth model-checking; no loom model builds a pool.
 //!
-//! Not for: reference-counted shared frames (fork, shared mappings, the page cache come in a
-//! later issue and will add a count per frame), page-table memory (boxed tables), or returning
-//! memory to the kernel.
+//! Frames that more than one owner holds (page-cache pages, `file.rs`) are counted: the pool
+//! keeps one reference count per frame (`frames/refs.rs`), untouched for exclusive frames.
+//!
+//! Not for: page-table memory (boxed tables), or returning memory to the kernel.
 
 use crate::error::{Limit, VmError};
 use crate::reservation::Reservation;
@@ -72,6 +73,9 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+mod refs;
+pub(crate) use refs::FrameRefs;
 
 /// One 4 KiB frame of the pool, named by its index in the reservation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
@@ -110,6 +114,8 @@ pub(crate) struct FramePool {
     caches: Mutex<Vec<Arc<InUseCounter>>>,
     /// Counts folded in by caches that drained. Only changed under `caches`' lock.
     retired: AtomicI64,
+    /// Reference counts of the frames more than one owner holds (`frames/refs.rs`).
+    refs: FrameRefs,
 }
 
 impl std::fmt::Debug for FramePool {
@@ -138,6 +144,7 @@ impl FramePool {
         let bytes = usize::try_from(capacity * PAGE_SIZE)
             .map_err(|_| VmError::OutOfMemory(Limit::Frames))?;
         let memory = Reservation::reserve(bytes).ok_or(VmError::OutOfMemory(Limit::Frames))?;
+        let refs = FrameRefs::new(capacity).ok_or(VmError::OutOfMemory(Limit::Frames))?;
         Ok(FramePool {
             memory,
             capacity,
@@ -147,7 +154,14 @@ impl FramePool {
             free: CachePadded::new(Mutex::new(Vec::new())),
             caches: Mutex::new(Vec::new()),
             retired: AtomicI64::new(0),
+            refs,
         })
+    }
+
+    /// The reference counts of shared frames.
+    #[inline]
+    pub(crate) fn refs(&self) -> &FrameRefs {
+        &self.refs
     }
 
     /// Frames in the pool.

@@ -161,12 +161,15 @@ mod designs;
 pub mod error;
 #[cfg(all(test, not(loom)))]
 mod fault_inject;
+mod file;
 mod fork;
 mod frame_io;
 mod frames;
 #[cfg(feature = "vm-memory")]
 mod guest_bytes;
 mod handle;
+mod memory;
+mod page_cache;
 mod page_slice;
 mod page_table;
 mod region;
@@ -183,9 +186,11 @@ pub mod types;
 
 pub use config::{Arenas, Builder, Config, CountLimit, Design};
 pub use error::{ConfigField, Fault, Limit, VmError};
+pub use file::{File, MAX_FILE_SIZE};
 #[cfg(feature = "vm-memory")]
 pub use guest_bytes::GuestBytes;
 pub use handle::CoreHandle;
+pub use memory::Memory;
 pub use page_slice::{PageSlice, SliceError};
 pub use session::Session;
 pub use space::AddressSpace;
