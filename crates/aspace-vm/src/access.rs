@@ -77,7 +77,7 @@ pub(crate) fn walk(sh: &Shared, core: &mut Core, va: u64, access: Access) -> Opt
     if !pte.prot().allows(access) {
         return None;
     }
-    let frame = sh.pool.ptr(pte.frame());
+    let frame = sh.pool().ptr(pte.frame());
     core.tlb.insert(va, frame, pte.prot());
     Some(frame as usize)
 }

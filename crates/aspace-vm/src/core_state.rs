@@ -106,7 +106,7 @@ impl Core {
     pub(crate) fn detach(&mut self, sh: &Shared) {
         // Frames a call that unwound left unreleased.
         self.release_freed(sh);
-        self.cache.drain(&sh.pool);
+        self.cache.drain(sh.pool());
         sh.tables.detach(self.id, &mut self.tables, &sh.domain);
         self.tables.drain(&sh.domain);
         let counters = sh.counters.of(self.id);
@@ -120,7 +120,7 @@ impl Core {
     #[inline]
     pub(crate) fn release_freed(&mut self, sh: &Shared) {
         if !self.freed.is_empty() {
-            self.cache.free_all(&sh.pool, &mut self.freed);
+            self.cache.free_all(sh.pool(), &mut self.freed);
         }
     }
 

@@ -75,11 +75,14 @@ impl File {
     /// A new file of `len` bytes (all a hole: zeros, no frame taken) in `memory`.
     ///
     /// # Errors
-    /// [`VmError::FileTooLarge`] (`EFBIG`) for `len` past [`MAX_FILE_SIZE`].
+    /// [`VmError::FileTooLarge`] (`EFBIG`) for `len` past [`MAX_FILE_SIZE`];
+    /// [`VmError::OutOfMemory`] when the memory's first file cannot start the page cache's RCU
+    /// reclaimer thread.
     pub fn create(memory: &Memory, len: u64) -> Result<File, VmError> {
         if len > MAX_FILE_SIZE {
             return Err(VmError::FileTooLarge);
         }
+        memory.inner.cache_or_make()?;
         Ok(File {
             inner: Arc::new(FileInner {
                 id: memory.inner.next_file(),
@@ -143,7 +146,7 @@ impl File {
         }
         let want = usize::try_from(len - offset).map_or(buf.len(), |n| n.min(buf.len()));
         let mem = self.mem();
-        mem.cache.read(|lookup| {
+        mem.cache().read(|lookup| {
             let mut done = 0;
             while done < want {
                 let at = offset + done as u64;
@@ -194,7 +197,7 @@ impl File {
             let in_page = (at % PAGE_SIZE) as usize;
             let n = (PAGE - in_page).min(count - done);
             let frame = if pages.contains(&index) {
-                mem.cache.read(|lookup| lookup(self.key(index)))
+                mem.cache().read(|lookup| lookup(self.key(index)))
             } else {
                 None
             };
@@ -205,7 +208,7 @@ impl File {
                         break;
                     };
                     mem.pool.refs().share(f);
-                    mem.cache.insert(self.key(index), f);
+                    mem.cache().insert(self.key(index), f);
                     pages.insert(index);
                     f
                 }
@@ -252,7 +255,7 @@ impl File {
         if len % PAGE_SIZE != 0 && pages.contains(&(len / PAGE_SIZE)) {
             let in_page = (len % PAGE_SIZE) as usize;
             let zeros = [0u8; PAGE];
-            if let Some(f) = mem.cache.read(|lookup| lookup(self.key(len / PAGE_SIZE))) {
+            if let Some(f) = mem.cache().read(|lookup| lookup(self.key(len / PAGE_SIZE))) {
                 // SAFETY: this file's page, kept under its lock; the range ends at the frame's
                 // end; frames' bytes are only accessed through `frame_io`.
                 unsafe { write_to_frame(&zeros[in_page..], mem.pool.ptr(f).add(in_page)) };
@@ -273,9 +276,9 @@ fn release_pages(mem: &MemoryInner, file: u64, indices: Vec<u64>) {
     }
     let frames: Vec<Frame> = indices
         .into_iter()
-        .filter_map(|index| mem.cache.remove(PageKey { file, index }))
+        .filter_map(|index| mem.cache().remove(PageKey { file, index }))
         .collect();
-    mem.cache.synchronize();
+    mem.cache().synchronize();
     for f in frames {
         if mem.pool.refs().put(f) {
             mem.free_io(f);

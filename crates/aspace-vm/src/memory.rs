@@ -13,15 +13,13 @@
 //! `frames.rs`; spaces built in a `Memory`, so that they can map its files and share its
 //! frames, come with file mappings), or page-table memory.
 
+use crate::config::Config;
 use crate::error::{Limit, VmError};
 use crate::frames::{Frame, FrameCache, FramePool};
 use crate::page_cache::PageCache;
 use crate::sync::stat::{AtomicU64, Mutex};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
-/// Frames moved at once between the I/O cache and the pool's global list.
-const IO_BATCH: usize = 64;
+use std::sync::{Arc, OnceLock};
 
 /// Real memory for files (module doc). Cheap to clone: clones are handles to one memory.
 #[derive(Clone)]
@@ -35,8 +33,9 @@ pub(crate) struct MemoryInner {
     pub(crate) pool: FramePool,
     /// Frames for file I/O on callers' threads (module doc).
     io_frames: Mutex<FrameCache>,
-    /// The files' pages.
-    pub(crate) cache: PageCache,
+    /// The files' pages (made with the first file: a space's own memory has none and starts
+    /// no reclaimer thread for it).
+    cache: OnceLock<PageCache>,
     /// The last file number handed out (files are numbered 1, 2, ... like inodes).
     last_file: AtomicU64,
 }
@@ -53,23 +52,33 @@ impl std::fmt::Debug for Memory {
 
 impl Memory {
     /// `bytes` of memory (rounded down to whole 4 KiB frames), reserved with `MAP_NORESERVE`
-    /// like a space's: untouched frames cost nothing.
+    /// like a space's: untouched frames cost nothing. Frames move between the pool and the
+    /// per-core caches of the spaces built in it 64 at a time (`Config`'s default
+    /// `frame_batch`).
     ///
     /// # Errors
     /// [`VmError::OutOfMemory`]`(`[`Limit::Frames`]`)` when `bytes` holds no whole frame or
-    /// more than 2^32 - 1, or the reservation fails; `(`[`Limit::Memory`]`)` when the page
-    /// cache's RCU reclaimer thread cannot be started.
+    /// more than 2^32 - 1, or the reservation fails.
     pub fn new(bytes: u64) -> Result<Memory, VmError> {
-        let pool = FramePool::new(bytes, IO_BATCH)?;
-        let cache = PageCache::new().ok_or(VmError::OutOfMemory(Limit::Memory))?;
+        Memory::with_batch(bytes, Config::default().frame_batch)
+    }
+
+    /// `bytes` of memory whose frames move between the pool and the per-core caches `batch` at
+    /// a time (a space's own memory: `Config::frame_batch`).
+    pub(crate) fn with_batch(bytes: u64, batch: usize) -> Result<Memory, VmError> {
         Ok(Memory {
             inner: Arc::new(MemoryInner {
-                pool,
+                pool: FramePool::new(bytes, batch)?,
                 io_frames: Mutex::new(FrameCache::new()),
-                cache,
+                cache: OnceLock::new(),
                 last_file: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// Whether another handle than the caller's exists (another space, a file, the user's).
+    pub(crate) fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
     }
 
     /// Frames in this memory.
@@ -85,7 +94,7 @@ impl Memory {
 
     /// Pages in the page cache, over all files.
     pub fn cached_pages(&self) -> usize {
-        self.inner.cache.len()
+        self.inner.cache.get().map_or(0, PageCache::len)
     }
 
     /// Whether `a` and `b` are handles to the same memory.
@@ -95,6 +104,27 @@ impl Memory {
 }
 
 impl MemoryInner {
+    /// The page cache, made by the first call.
+    ///
+    /// # Errors
+    /// [`VmError::OutOfMemory`]`(`[`Limit::Memory`]`)` when its RCU reclaimer thread cannot be
+    /// started.
+    pub(crate) fn cache_or_make(&self) -> Result<&PageCache, VmError> {
+        if let Some(c) = self.cache.get() {
+            return Ok(c);
+        }
+        let made = PageCache::new().ok_or(VmError::OutOfMemory(Limit::Memory))?;
+        // A racing first file may have set it: that one is kept, ours dropped.
+        Ok(self.cache.get_or_init(|| made))
+    }
+
+    /// The page cache of a memory that has files (every caller holds a file of it).
+    pub(crate) fn cache(&self) -> &PageCache {
+        self.cache
+            .get()
+            .expect("the page cache exists once a file does")
+    }
+
     /// A fresh file number.
     pub(crate) fn next_file(&self) -> u64 {
         // Relaxed: uniqueness needs only the RMW's atomicity.

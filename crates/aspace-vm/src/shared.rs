@@ -13,6 +13,7 @@ use crate::counters::Counters;
 use crate::error::{Limit, VmError};
 use crate::fork;
 use crate::frames::FramePool;
+use crate::memory::Memory;
 use crate::page_table::organisation::{Organisation, SpaceTables};
 use crate::page_table::VA_BITS;
 use crate::region::AnonId;
@@ -58,8 +59,9 @@ pub(crate) struct Shared {
     /// The page tables, one shared tree or one tree per core (lock-free walks under `domain`
     /// read guards).
     pub(crate) tables: SpaceTables,
-    /// The frames.
-    pub(crate) pool: FramePool,
+    /// The memory its frames come from: its own, or one shared with other spaces and files
+    /// (`Builder::build_in`).
+    pub(crate) memory: Memory,
     /// The shootdown slots, one per attached core.
     pub(crate) shootdown: Shootdown,
     /// Whom `munmap`/`mprotect`/`madvise` shoot down: every core, or only those recorded in
@@ -90,6 +92,7 @@ impl Shared {
         config: Config,
         shootdown_policy: ShootdownPolicy,
         tables: Organisation,
+        memory: Option<&Memory>,
     ) -> Result<Shared, VmError> {
         if config.max_addr > 1 << VA_BITS {
             return Err(VmError::InvalidArgument(
@@ -115,7 +118,10 @@ impl Shared {
                 max_addr: config.max_addr,
             },
             tables: SpaceTables::new(tables, config.max_cores),
-            pool: FramePool::new(config.memory, config.frame_batch)?,
+            memory: match memory {
+                Some(m) => m.clone(),
+                None => Memory::with_batch(config.memory, config.frame_batch)?,
+            },
             shootdown: Shootdown::new(config.max_cores),
             shootdown_policy,
             domain,
@@ -125,6 +131,12 @@ impl Shared {
             born: fork::generation(),
             config,
         })
+    }
+
+    /// The frame pool.
+    #[inline]
+    pub(crate) fn pool(&self) -> &FramePool {
+        &self.memory.inner.pool
     }
 
     /// Whether this is a forked child using its parent's space (`fork.rs`): every entry point

@@ -6,14 +6,17 @@
 //! [`AddressSpace::attach`] (in `handle.rs`) and works through the [`crate::CoreHandle`] it
 //! gets; the space itself answers `maps()` and `stats()`. The last of the `AddressSpace` clones
 //! and handles to go frees everything: regions, page tables, the frame reservation, and (after
-//! running its pending callbacks) the RCU domain.
+//! running its pending callbacks) the RCU domain. A space built in a shared [`Memory`]
+//! (`Builder::build_in`) first unmaps everything, so that its frames go back to the memory.
 //!
 //! Not for: the lock contract (`designs/mod.rs`), the access path (`handle.rs`) or region
 //! rules (`semantics.rs`, `region/`, `designs/`).
 
 use crate::config::{Builder, Config};
+use crate::core_state::Core;
 use crate::designs::{DesignOps, Designs};
 use crate::error::VmError;
+use crate::memory::Memory;
 use crate::page_table::TABLE_BYTES;
 use crate::shared::Shared;
 use crate::stats::Stats;
@@ -37,11 +40,38 @@ impl Drop for Space {
             // reclaimer thread is the parent's: leak it (`fork.rs`).
             return;
         }
+        if self.shared.memory.is_shared() {
+            self.return_frames();
+        }
         // SAFETY: dropped once, here, and never used again.
         unsafe {
             ManuallyDrop::drop(&mut self.design);
             ManuallyDrop::drop(&mut self.shared);
         }
+    }
+}
+
+impl Space {
+    /// Gives every frame the space still maps back to its memory, which outlives it (another
+    /// space, a file or the user holds it): a core attached for the purpose unmaps the whole
+    /// range through the design's own `munmap` (Linux's `exit_mmap`), which frees the frames
+    /// after their shootdown, and detaches, which drains its frame cache into the pool. No
+    /// other core exists (every handle held the space alive), so the attach cannot find the
+    /// slots full; were it refused (no memory for its page-table cache), the frames stay
+    /// allocated: a leak of memory that the memory's owner still accounts for, never an
+    /// unsound free.
+    fn return_frames(&mut self) {
+        let sh = &*self.shared;
+        let Ok(mut core) = Core::attach(sh) else {
+            return;
+        };
+        let all = sh.bounds.min_addr..sh.bounds.max_addr;
+        // A whole-range unmap splits nothing, so it cannot fail for `max_map_count`; any
+        // error leaves the remaining frames allocated (as above).
+        let _ = self.design.munmap(sh, &mut core, all);
+        core.release_freed(sh);
+        self.design.reclaim_tables(sh, &mut core);
+        core.detach(sh);
     }
 }
 
@@ -68,10 +98,26 @@ impl Builder {
     /// [`VmError::BadConfig`] for a value out of its range (before allocating anything);
     /// [`VmError::OutOfMemory`] when the frame reservation itself fails.
     pub fn build(self) -> Result<AddressSpace, VmError> {
+        self.build_with(None)
+    }
+
+    /// Creates the address space in `memory`: its frames come from there, shared with the other
+    /// spaces and the files built in it (so one budget bounds them all), instead of a
+    /// reservation of its own; `Config::memory` is not used and the frame batch is the
+    /// memory's. When the space goes, its frames go back to `memory` (it unmaps everything
+    /// first, as a process's exit does).
+    ///
+    /// # Errors
+    /// [`VmError::BadConfig`] for a value out of its range (before anything is made).
+    pub fn build_in(self, memory: &Memory) -> Result<AddressSpace, VmError> {
+        self.build_with(Some(memory))
+    }
+
+    fn build_with(self, memory: Option<&Memory>) -> Result<AddressSpace, VmError> {
         let policy = self.policy();
         let config = self.validated()?;
         let tables = config.design.page_tables();
-        let shared = Shared::new(config, policy, tables)?;
+        let shared = Shared::new(config, policy, tables, memory)?;
         let design = Designs::new(&shared);
         Ok(AddressSpace {
             space: Arc::new(Space {
@@ -130,8 +176,8 @@ impl AddressSpace {
             shootdowns_received: sh.shootdown.received(),
             tlb_hits: events.tlb_hits,
             tlb_misses: events.tlb_misses,
-            frames_in_use: sh.pool.in_use(),
-            frames_total: sh.pool.capacity(),
+            frames_in_use: sh.pool().in_use(),
+            frames_total: sh.pool().capacity(),
             page_tables: sh.tables.table_count(),
             page_table_bytes: sh.tables.table_count() * TABLE_BYTES,
             page_table_bytes_per_core: sh
@@ -156,7 +202,7 @@ impl AddressSpace {
     #[cfg(not(loom))]
     pub fn hold_pool_locks_for_testing<R>(&self, while_held: impl FnOnce() -> R) -> R {
         let sh = &self.space.shared;
-        sh.pool
+        sh.pool()
             .with_locks_held(|| sh.tables.with_pool_locks_held(while_held))
     }
 }

@@ -32,9 +32,11 @@ pub struct Stats {
     pub tlb_hits: u64,
     /// Accesses that missed the soft TLB.
     pub tlb_misses: u64,
-    /// Frames currently backing pages (allocated from the pool, not in any free list).
+    /// Frames currently backing pages (allocated from the pool, not in any free list). For a
+    /// space built in a shared [`Memory`](crate::Memory), the memory's: every space's and
+    /// file's frames.
     pub frames_in_use: u64,
-    /// Frames the pool holds in total.
+    /// Frames the pool holds in total (a shared memory's: all of it).
     pub frames_total: u64,
     /// Page-table pages currently allocated (all levels, the root included; every core's tree
     /// under a design with per-core page tables).

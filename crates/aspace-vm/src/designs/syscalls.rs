@@ -108,7 +108,7 @@ fn fill_locked(
     let prot = pte_prot(&region.attrs());
     let mut filled = false;
     let pte = sh.tables.fill(core.id, &mut core.tables, page, prot, || {
-        let f = core.cache.alloc(&sh.pool);
+        let f = core.cache.alloc(sh.pool());
         filled = f.is_some();
         f
     })?;
@@ -562,7 +562,7 @@ pub(crate) fn fault_rcu<R: RcuRegions>(
         &guard,
         va,
         access,
-        || cache.alloc(&sh.pool),
+        || cache.alloc(sh.pool()),
     )?;
     Ok(r.map(|new_frame| {
         if new_frame {

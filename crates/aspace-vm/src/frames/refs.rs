@@ -94,7 +94,11 @@ mod tests {
     fn a_shared_frame_is_freed_by_its_last_put_and_counts_are_per_frame() {
         let refs = FrameRefs::new(8).unwrap();
         let (a, b) = (Frame::from_index(3), Frame::from_index(7));
-        assert_eq!((refs.load(a), refs.load(b)), (0, 0), "exclusive frames are not counted");
+        assert_eq!(
+            (refs.load(a), refs.load(b)),
+            (0, 0),
+            "exclusive frames are not counted"
+        );
         refs.share(a);
         refs.share(b);
         assert_eq!(refs.load(a), 1);

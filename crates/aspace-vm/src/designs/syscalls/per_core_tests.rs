@@ -16,7 +16,7 @@ fn space(org: Organisation) -> (Shared, Core, Core) {
         .max_cores(4)
         .validated()
         .unwrap();
-    let sh = Shared::new(config, ShootdownPolicy::Targeted, org).unwrap();
+    let sh = Shared::new(config, ShootdownPolicy::Targeted, org, None).unwrap();
     let (c0, c1) = (Core::attach(&sh).unwrap(), Core::attach(&sh).unwrap());
     (sh, c0, c1)
 }
@@ -43,7 +43,7 @@ fn entry(sh: &Shared, core: &Core, va: u64) -> Option<(Frame, Prot)> {
 
 fn detach(sh: &Shared, cores: [Core; 2]) {
     for mut c in cores {
-        c.cache.drain(&sh.pool);
+        c.cache.drain(sh.pool());
         c.detach(sh);
     }
 }
@@ -64,7 +64,7 @@ fn per_core_bodies_map_one_frame_for_a_page_on_every_core() {
         f1.map(|e| e.0),
         "two cores map the same private page to different frames"
     );
-    assert_eq!(sh.pool.in_use(), 1, "one frame taken for the page");
+    assert_eq!(sh.pool().in_use(), 1, "one frame taken for the page");
     detach(&sh, [c0, c1]);
 }
 
@@ -78,13 +78,13 @@ fn per_core_munmap_frees_the_owner_frames_after_the_shootdown() {
     fault_locked(&sh, &mut c0, &regions, a, Access::Write).unwrap();
     fault_locked(&sh, &mut c1, &regions, a, Access::Read).unwrap();
     fault_locked(&sh, &mut c1, &regions, a + PAGE_SIZE, Access::Write).unwrap();
-    assert_eq!(sh.pool.in_use(), 2);
+    assert_eq!(sh.pool().in_use(), 2);
     munmap_locked(&sh, &mut c0, &mut regions, a..a + 2 * PAGE_SIZE).unwrap();
     // What the handle does after the call: zero the freed frames into the cache.
     c0.release_freed(&sh);
-    c0.cache.drain(&sh.pool);
+    c0.cache.drain(sh.pool());
     assert_eq!(
-        sh.pool.in_use(),
+        sh.pool().in_use(),
         0,
         "the unmapped page's frame was never freed"
     );
@@ -107,9 +107,9 @@ fn shared_munmap_frees_the_unmapped_frames() {
     munmap_locked(&sh, &mut c0, &mut regions, a..a + PAGE_SIZE).unwrap();
     // What the handle does after the call: zero the freed frames into the cache.
     c0.release_freed(&sh);
-    c0.cache.drain(&sh.pool);
+    c0.cache.drain(sh.pool());
     assert_eq!(
-        sh.pool.in_use(),
+        sh.pool().in_use(),
         0,
         "the unmapped page's frame was never freed"
     );
@@ -141,7 +141,7 @@ fn per_core_zero_page_read_then_writes_on_two_cores_upgrade_one_frame() {
     );
     fault_locked(&sh, &mut c0, &regions, a, Access::Write).unwrap();
     assert_eq!(entry(&sh, &c0, a), Some((f, Prot::READ_WRITE)));
-    assert_eq!(sh.pool.in_use(), 1);
+    assert_eq!(sh.pool().in_use(), 1);
     let rounds = sh.shootdown.sent();
     mprotect_locked(&sh, &mut c0, &mut regions, a..a + PAGE_SIZE, Prot::READ).unwrap();
     assert_eq!(
@@ -152,8 +152,8 @@ fn per_core_zero_page_read_then_writes_on_two_cores_upgrade_one_frame() {
     munmap_locked(&sh, &mut c0, &mut regions, a..a + PAGE_SIZE).unwrap();
     // What the handle does after the call: zero the freed frames into the cache.
     c0.release_freed(&sh);
-    c0.cache.drain(&sh.pool);
-    assert_eq!(sh.pool.in_use(), 0);
+    c0.cache.drain(sh.pool());
+    assert_eq!(sh.pool().in_use(), 0);
     detach(&sh, [c0, c1]);
 }
 
@@ -179,7 +179,7 @@ fn per_core_lock_free_faults_share_the_owner_frames() {
     assert_eq!(fault_rcu(&sh, &mut c0, &tree, b, Access::Read), Ok(Ok(())));
     let (fb, _) = entry(&sh, &c1, b).unwrap();
     assert_eq!(entry(&sh, &c0, b), Some((fb, Prot::READ_WRITE)));
-    assert_eq!(sh.pool.in_use(), 2);
+    assert_eq!(sh.pool().in_use(), 2);
     munmap_locked(
         &sh,
         &mut c1,
@@ -189,8 +189,8 @@ fn per_core_lock_free_faults_share_the_owner_frames() {
     .unwrap();
     // What the handle does after the call: zero the freed frames into the cache.
     c1.release_freed(&sh);
-    c1.cache.drain(&sh.pool);
-    assert_eq!(sh.pool.in_use(), 0);
+    c1.cache.drain(sh.pool());
+    assert_eq!(sh.pool().in_use(), 0);
     assert_eq!(
         (sh.tables.per_core(), sh.tables.owner_table_count()),
         (vec![1, 1], 1)

@@ -466,7 +466,7 @@ fn space(org: Organisation) -> (Shared, Core, Core) {
         .max_cores(CORES)
         .validated()
         .unwrap();
-    let sh = Shared::new(config, ShootdownPolicy::Targeted, org).unwrap();
+    let sh = Shared::new(config, ShootdownPolicy::Targeted, org, None).unwrap();
     let (c0, c1) = (Core::attach(&sh).unwrap(), Core::attach(&sh).unwrap());
     (sh, c0, c1)
 }
@@ -494,8 +494,8 @@ fn access_path_walks_the_core_own_tree_and_a_discard_flushes_its_next_window() {
         (None, None),
         "per-core walks record nothing"
     );
-    let f = c0.cache.alloc(&sh.pool).unwrap();
-    let at = sh.pool.ptr(f) as usize;
+    let f = c0.cache.alloc(sh.pool()).unwrap();
+    let at = sh.pool().ptr(f) as usize;
     fault(&sh, &mut c0, A, f);
     assert_eq!(translate(&sh, &mut c0, A).0, Some(at));
     assert_eq!(
@@ -523,7 +523,7 @@ fn access_path_walks_the_core_own_tree_and_a_discard_flushes_its_next_window() {
         Some(&mut users)
     ));
     assert_eq!((freed, noted(&users)), (vec![f], vec![1]));
-    c0.cache.free(&sh.pool, f);
+    c0.cache.free(sh.pool(), f);
     c0.detach(&sh);
     c1.detach(&sh);
 }
@@ -535,9 +535,9 @@ fn access_path_over_the_shared_tree_is_unchanged() {
         c0.user.is_some(),
         "targeted shootdown of the shared tree records walkers"
     );
-    let f = c0.cache.alloc(&sh.pool).unwrap();
+    let f = c0.cache.alloc(sh.pool()).unwrap();
     fault(&sh, &mut c0, A, f);
-    let at = Some(sh.pool.ptr(f) as usize);
+    let at = Some(sh.pool().ptr(f) as usize);
     assert_eq!(
         (translate(&sh, &mut c1, A).0, translate(&sh, &mut c0, A).0),
         (at, at)
@@ -554,7 +554,7 @@ fn access_path_over_the_shared_tree_is_unchanged() {
         Some(&mut users)
     ));
     assert_eq!((freed, noted(&users)), (vec![f], vec![0, 1]));
-    c0.cache.free(&sh.pool, f);
+    c0.cache.free(sh.pool(), f);
     c0.detach(&sh);
     c1.detach(&sh);
 }
@@ -566,7 +566,13 @@ fn per_core_attach_without_memory_for_the_root_fails_and_frees_the_slot() {
         .max_cores(CORES)
         .validated()
         .unwrap();
-    let sh = Shared::new(config, ShootdownPolicy::Targeted, Organisation::PerCore).unwrap();
+    let sh = Shared::new(
+        config,
+        ShootdownPolicy::Targeted,
+        Organisation::PerCore,
+        None,
+    )
+    .unwrap();
     crate::fault_inject::TABLE_ALLOC.fail_nth(1);
     assert!(matches!(
         Core::attach(&sh),
