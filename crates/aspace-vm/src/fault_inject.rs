@@ -63,6 +63,7 @@ thread_local! {
     static COMMIT: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static BETWEEN: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static COARSE: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    static SHOOTER: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
 /// The lock-free fault of every design that has one (`syscalls::fault_rcu_in`), between its
@@ -81,6 +82,11 @@ pub(crate) static FAULTLOCK_BETWEEN_GUARDS: PausePoint = PausePoint(&BETWEEN);
 /// `coarse`'s fault, inside its read section with the core's member lent out (a panic armed
 /// here is a panic of the fault handler: `designs/coarse.rs`, `with_member`).
 pub(crate) static COARSE_FAULT_IN_SECTION: PausePoint = PausePoint(&COARSE);
+
+/// A shooter (`Shootdown::shootdown_round`) that found a target core inside an access window,
+/// just before it starts waiting for that window to end: a test learns there, without timing,
+/// that a call is blocked on the core it holds in a window.
+pub(crate) static SHOOTER_WAITS: PausePoint = PausePoint(&SHOOTER);
 
 impl PausePoint {
     /// Arms `pause` to run the next time this thread reaches the point.

@@ -570,6 +570,8 @@ impl Shootdown {
                 let a = slot.access.load(Ordering::Acquire);
                 if a % 2 == 1 {
                     waited += 1;
+                    #[cfg(all(test, not(loom)))]
+                    crate::fault_inject::SHOOTER_WAITS.reached();
                     // Relaxed: our own bump precedes this load in the word's modification order,
                     // so `t` is our bump or a later one (the order it needs).
                     let t = slot.request.load(Ordering::Relaxed);

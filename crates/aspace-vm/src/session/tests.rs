@@ -282,23 +282,29 @@ fn a_panic_in_a_session_s_fault_does_not_end_its_window_twice() {
         }
         unwound += 1;
         h.write(a, &7u64.to_le_bytes()).unwrap();
-        let returned = AtomicBool::new(false);
         std::thread::scope(|sc| {
             let mut se = h.session().unwrap();
             let p = se.page(a).unwrap();
-            sc.spawn(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waits = tx.clone();
+            let s = &s;
+            sc.spawn(move || {
                 let mut h2 = s.attach().unwrap();
+                // The munmap's shooter reports when it starts waiting for a core's window
+                // (this core's: no other is inside one).
+                crate::fault_inject::SHOOTER_WAITS.arm(move || {
+                    let _ = waits.send("waits");
+                });
                 h2.munmap(a, PAGE_SIZE).unwrap();
-                // Release: pairs with the Acquire load below.
-                returned.store(true, Release);
+                let _ = tx.send("returned");
             });
-            std::thread::sleep(Duration::from_millis(200));
-            // Acquire: pairs with the Release store after munmap returned.
-            let early = returned.load(Acquire);
+            // Deterministic: the first report is the shooter's wait when this core is still
+            // inside its window, the munmap's return when it is not.
+            let first = rx.recv().unwrap();
             let v = p.load_u64(0).unwrap();
             drop(se);
-            assert!(
-                !early,
+            assert_eq!(
+                first, "waits",
                 "{d:?}: munmap returned while this core held a page slice of the page"
             );
             assert_eq!(v, 7, "{d:?}");
@@ -339,7 +345,6 @@ fn a_panic_in_a_session_s_fault_does_not_end_its_window_twice() {
 /// under them.
 #[test]
 fn a_session_that_caught_a_panic_in_its_fault_is_still_inside_its_window() {
-    use std::time::Duration;
     let mut unwound = 0;
     for &d in Design::ALL {
         let s = space(d);
@@ -347,7 +352,6 @@ fn a_session_that_caught_a_panic_in_its_fault_is_still_inside_its_window() {
         let a = h.mmap(0, PAGE_SIZE, RW, ANON).unwrap();
         let c = h.mmap(0, PAGE_SIZE, RW, ANON).unwrap();
         h.write(a, &7u64.to_le_bytes()).unwrap();
-        let returned = AtomicBool::new(false);
         let mut se = h.session().unwrap();
         assert_eq!(se.read_u64(a).unwrap(), 7); // `a` is in the TLB
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -361,19 +365,26 @@ fn a_session_that_caught_a_panic_in_its_fault_is_still_inside_its_window() {
         unwound += 1;
         std::thread::scope(|sc| {
             let p = se.page(a).unwrap(); // a TLB hit
-            sc.spawn(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waits = tx.clone();
+            let s = &s;
+            sc.spawn(move || {
                 let mut h2 = s.attach().unwrap();
+                // The munmap's shooter reports when it starts waiting for a core's window
+                // (this core's: no other is inside one).
+                crate::fault_inject::SHOOTER_WAITS.arm(move || {
+                    let _ = waits.send("waits");
+                });
                 h2.munmap(a, PAGE_SIZE).unwrap();
-                // Release: pairs with the Acquire load below.
-                returned.store(true, Release);
+                let _ = tx.send("returned");
             });
-            std::thread::sleep(Duration::from_millis(200));
-            // Acquire: pairs with the Release store after munmap returned.
-            let early = returned.load(Acquire);
+            // Deterministic: the first report is the shooter's wait when this core is still
+            // inside its window, the munmap's return when it is not.
+            let first = rx.recv().unwrap();
             let v = p.load_u64(0).unwrap();
             drop(se);
-            assert!(
-                !early,
+            assert_eq!(
+                first, "waits",
                 "{d:?}: munmap returned while this core held a page slice of the page"
             );
             assert_eq!(v, 7, "{d:?}");
