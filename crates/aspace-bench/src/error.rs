@@ -34,6 +34,9 @@ pub enum BenchError {
     /// an update share above 100 %; see [`crate::limits`]).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A workload could not build what it measures (its memory, files, descriptors).
+    #[error("setup failed: {0}")]
+    Setup(String),
     /// `aspace conflicts` in a binary built without the instrumentation.
     #[error(
         "aspace conflicts needs the instrumented build: \

@@ -16,6 +16,7 @@ pub mod ds_alloc;
 pub mod ds_map;
 pub mod ds_query;
 pub mod fault_load;
+pub mod file_read;
 pub mod global;
 pub mod interp;
 pub mod limit_counter;
@@ -53,6 +54,7 @@ pub fn all() -> Vec<&'static dyn Workload> {
         &cht::CHT_UPDATE10,
         &cht::CHT_READ_HEAVY,
         &cht::CHT_RESIZE,
+        &file_read::FileRead,
         &vm::Vm(alloc::Alloc),
         &vm::Vm(alloc_fault_modify::AllocFaultModify),
         &vm::Vm(local::Local),
