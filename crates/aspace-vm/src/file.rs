@@ -9,21 +9,25 @@
 //! - Shrinking frees the pages wholly past the new end and zeroes the rest of the page the new
 //!   end falls in (Linux's `truncate_inode_pages_range`), so a later extension reads zeros
 //!   there, as it does after `ftruncate` on Linux.
-//! - Errors carry Linux's errno: `EFBIG` for offsets or lengths past the largest file size
-//!   (`i64::MAX`, Linux's `MAX_LFS_FILESIZE`), `ENOSPC` when the memory has no frame left for a
-//!   new page (tmpfs' answer; a write that wrote some bytes first returns their count, as
-//!   `pwrite` does).
+//! - Errors carry Linux's errno: `EINVAL` for offsets and lengths past `i64::MAX` (negative
+//!   `loff_t`s to Linux), `EFBIG` for a write at the largest file size (`i64::MAX`, Linux's
+//!   `MAX_LFS_FILESIZE`), `ENOSPC` when the memory has no frame left for a new page (tmpfs'
+//!   answer; a write that wrote some bytes first returns their count, as `pwrite` does).
+//! - In a forked child of the process that made the file (its memory's page cache has locks
+//!   and a reclaimer thread of the parent's), every call refuses with `ENOTRECOVERABLE` and
+//!   dropping the last handle leaks its pages, as spaces do (`fork.rs`).
 //!
 //! # Concurrency
 //! Writes and length changes of one file take the file's lock (Linux takes the inode's
-//! `i_rwsem` for both), which also guards the set of page indices the file has. Reads take no
+//! `i_rwsem` for both), which also guards the set of page indices the file has: a page is in
+//! the set exactly when it is in the page cache, both changed under the lock. Reads take no
 //! lock: they read the length, look pages up in the page cache inside one RCU read section
 //! (`page_cache.rs`), copy, and clamp the count to the length read again afterwards, so a read
 //! racing a truncation returns no byte past the end the truncation left. Frame contents are
 //! moved with `frame_io` (aligned 64-bit atomic words): a read racing a write of the same bytes
 //! sees each aligned word before or after it, never a torn word. A truncated page leaves the
 //! cache under the lock; its frame is freed only after a grace period of the cache's domain,
-//! which `set_len` waits for, so no racing read copies from a reused frame.
+//! which `set_len` waits for after unlocking, so no racing read copies from a reused frame.
 //!
 //! Not for: mapping files into address spaces (comes with file-backed `mmap`), or persistence.
 
@@ -75,12 +79,17 @@ impl File {
     /// A new file of `len` bytes (all a hole: zeros, no frame taken) in `memory`.
     ///
     /// # Errors
-    /// [`VmError::FileTooLarge`] (`EFBIG`) for `len` past [`MAX_FILE_SIZE`];
-    /// [`VmError::OutOfMemory`] when the memory's first file cannot start the page cache's RCU
-    /// reclaimer thread.
+    /// [`VmError::InvalidArgument`] (`EINVAL`) for `len` past [`MAX_FILE_SIZE`] (a negative
+    /// length to `ftruncate`); [`VmError::OutOfMemory`] when the memory's first file cannot
+    /// start the page cache's RCU reclaimer thread; [`VmError::ForkedChild`] in a forked child.
     pub fn create(memory: &Memory, len: u64) -> Result<File, VmError> {
+        if memory.inner.in_forked_child() {
+            return Err(VmError::ForkedChild);
+        }
         if len > MAX_FILE_SIZE {
-            return Err(VmError::FileTooLarge);
+            return Err(VmError::InvalidArgument(
+                "file length past 2^63 - 1 (a negative loff_t)",
+            ));
         }
         memory.inner.cache_or_make()?;
         Ok(File {
@@ -139,10 +148,20 @@ impl File {
 
     /// Reads up to `buf.len()` bytes at `offset` into `buf`; returns how many (fewer at the
     /// end of the file, 0 at or past it). Holes read as zeros.
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> usize {
+    ///
+    /// # Errors
+    /// [`VmError::InvalidArgument`] (`EINVAL`) for an offset past [`MAX_FILE_SIZE`] (a
+    /// negative `loff_t` to Linux's `pread`); [`VmError::ForkedChild`] in a forked child.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, VmError> {
+        self.usable()?;
+        if offset > MAX_FILE_SIZE {
+            return Err(VmError::InvalidArgument(
+                "file offset past 2^63 - 1 (a negative loff_t)",
+            ));
+        }
         let len = self.len();
         if offset >= len {
-            return 0;
+            return Ok(0);
         }
         let want = usize::try_from(len - offset).map_or(buf.len(), |n| n.min(buf.len()));
         let mem = self.mem();
@@ -166,25 +185,33 @@ impl File {
         });
         // A truncation that raced this read: no byte past the end it left is returned.
         let now = self.len();
-        if now >= offset + want as u64 {
+        Ok(if now >= offset + want as u64 {
             want
         } else {
             now.saturating_sub(offset) as usize
-        }
+        })
     }
 
     /// Writes `buf` at `offset`, extending the file when it ends past the end; returns the
     /// bytes written (all of them unless the memory filled up after some were written).
     ///
     /// # Errors
-    /// [`VmError::FileTooLarge`] (`EFBIG`) when `offset` is at or past [`MAX_FILE_SIZE`]
-    /// (a write crossing it writes up to it); [`VmError::NoSpace`] (`ENOSPC`) when not one
-    /// byte could be written for want of a frame. A failed write changes nothing.
+    /// [`VmError::InvalidArgument`] (`EINVAL`) for an offset past [`MAX_FILE_SIZE`] (a
+    /// negative `loff_t` to Linux); [`VmError::FileTooLarge`] (`EFBIG`) for a non-empty write
+    /// at [`MAX_FILE_SIZE`] (a write crossing it writes up to it); [`VmError::NoSpace`]
+    /// (`ENOSPC`) when not one byte could be written for want of a frame;
+    /// [`VmError::ForkedChild`] in a forked child (module doc). A failed write changes nothing.
     pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, VmError> {
+        self.usable()?;
+        if offset > MAX_FILE_SIZE {
+            return Err(VmError::InvalidArgument(
+                "file offset past 2^63 - 1 (a negative loff_t)",
+            ));
+        }
         if buf.is_empty() {
             return Ok(0);
         }
-        if offset >= MAX_FILE_SIZE {
+        if offset == MAX_FILE_SIZE {
             return Err(VmError::FileTooLarge);
         }
         let count = usize::try_from(MAX_FILE_SIZE - offset).map_or(buf.len(), |n| n.min(buf.len()));
@@ -208,6 +235,8 @@ impl File {
                         break;
                     };
                     mem.pool.refs().share(f);
+                    // Under the file's lock, the index is in the file's set exactly when its
+                    // page is in the cache (`set_len` removes both under it).
                     mem.cache().insert(self.key(index), f);
                     pages.insert(index);
                     f
@@ -236,10 +265,15 @@ impl File {
     /// it removed pages (a racing read may still be copying them).
     ///
     /// # Errors
-    /// [`VmError::FileTooLarge`] (`EFBIG`) for `len` past [`MAX_FILE_SIZE`]; nothing changes.
+    /// [`VmError::InvalidArgument`] (`EINVAL`) for `len` past [`MAX_FILE_SIZE`] (a negative
+    /// length to Linux's `ftruncate`); [`VmError::ForkedChild`] in a forked child. Nothing
+    /// changes then.
     pub fn set_len(&self, len: u64) -> Result<(), VmError> {
+        self.usable()?;
         if len > MAX_FILE_SIZE {
-            return Err(VmError::FileTooLarge);
+            return Err(VmError::InvalidArgument(
+                "file length past 2^63 - 1 (a negative loff_t)",
+            ));
         }
         let mem = self.mem();
         let mut pages = self.inner.pages.lock();
@@ -250,8 +284,6 @@ impl File {
         if len >= old {
             return Ok(());
         }
-        let first_gone = len.div_ceil(PAGE_SIZE);
-        let gone: Vec<u64> = pages.split_off(&first_gone).into_iter().collect();
         if len % PAGE_SIZE != 0 && pages.contains(&(len / PAGE_SIZE)) {
             let in_page = (len % PAGE_SIZE) as usize;
             let zeros = [0u8; PAGE];
@@ -261,23 +293,44 @@ impl File {
                 unsafe { write_to_frame(&zeros[in_page..], mem.pool.ptr(f).add(in_page)) };
             }
         }
+        let gone = pages.split_off(&len.div_ceil(PAGE_SIZE));
+        // Out of the cache while the lock is held: a write that takes the lock next finds the
+        // page neither in the file's set nor in the cache (review of issue 23: removed after the
+        // unlock, a racing write re-added the index, had its frame refused by the cache, and two
+        // truncations then put the old frame twice).
+        let frames = remove_pages(mem, self.inner.id, gone);
         drop(pages);
-        release_pages(mem, self.inner.id, gone);
+        put_after_grace_period(mem, frames);
         Ok(())
+    }
+
+    /// `Ok` unless this is a forked child of the process that made the file (module doc).
+    fn usable(&self) -> Result<(), VmError> {
+        if self.mem().in_forked_child() {
+            Err(VmError::ForkedChild)
+        } else {
+            Ok(())
+        }
     }
 }
 
-/// Removes `indices`' pages of file `file` from the cache (the caller held the file's lock when
-/// it took them out of the file's set, so nobody else removes them) and, after a grace period,
-/// drops the cache's references, freeing the frames nothing else holds.
-fn release_pages(mem: &MemoryInner, file: u64, indices: Vec<u64>) {
-    if indices.is_empty() {
+/// Removes the pages `indices` of file `file` from the cache and returns their frames (each
+/// still holding the cache's reference). The caller holds the file's lock, under which it took
+/// them out of the file's set: they are in the cache, and nobody else removes them.
+fn remove_pages(mem: &MemoryInner, file: u64, indices: BTreeSet<u64>) -> Vec<Frame> {
+    indices
+        .into_iter()
+        .map(|index| mem.cache().remove(PageKey { file, index }))
+        .collect()
+}
+
+/// Drops the cache's references to `frames` (removed from the cache) after a grace period of
+/// the cache's domain, so that no read still copies from them, freeing those nothing else
+/// holds.
+fn put_after_grace_period(mem: &MemoryInner, frames: Vec<Frame>) {
+    if frames.is_empty() {
         return;
     }
-    let frames: Vec<Frame> = indices
-        .into_iter()
-        .filter_map(|index| mem.cache().remove(PageKey { file, index }))
-        .collect();
     mem.cache().synchronize();
     for f in frames {
         if mem.pool.refs().put(f) {
@@ -288,7 +341,14 @@ fn release_pages(mem: &MemoryInner, file: u64, indices: Vec<u64>) {
 
 impl Drop for FileInner {
     fn drop(&mut self) {
-        let pages = std::mem::take(&mut *self.pages.lock());
-        release_pages(&self.memory.inner, self.id, pages.into_iter().collect());
+        let mem = &self.memory.inner;
+        if mem.in_forked_child() {
+            // The cache's locks and its domain's reclaimer belong to the parent's threads:
+            // leak the pages (as a space leaks itself there, `fork.rs`).
+            return;
+        }
+        let pages = std::mem::take(self.pages.get_mut());
+        let frames = remove_pages(mem, self.id, pages);
+        put_after_grace_period(mem, frames);
     }
 }

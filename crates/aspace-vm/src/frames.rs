@@ -116,6 +116,8 @@ pub(crate) struct FramePool {
     retired: AtomicI64,
     /// Reference counts of the frames more than one owner holds (`frames/refs.rs`).
     refs: FrameRefs,
+    /// Frames taken by `alloc_direct` minus frames given back by `free_direct`.
+    direct: AtomicI64,
 }
 
 impl std::fmt::Debug for FramePool {
@@ -155,7 +157,35 @@ impl FramePool {
             caches: Mutex::new(Vec::new()),
             retired: AtomicI64::new(0),
             refs,
+            direct: AtomicI64::new(0),
         })
+    }
+
+    /// A zeroed frame taken without a cache (file I/O on a caller's thread, `memory.rs`): from
+    /// the global list, else a never-used one; `None` when both are empty. One lock per call;
+    /// counted in [`FramePool::in_use`] at once.
+    pub(crate) fn alloc_direct(&self) -> Option<Frame> {
+        #[cfg(all(test, not(loom)))]
+        if crate::fault_inject::FRAME_ALLOC.fails() {
+            return None;
+        }
+        let f = self.free.lock().pop().or_else(|| {
+            let fresh = self.bump(1);
+            (!fresh.is_empty()).then(|| Frame(fresh.start))
+        })?;
+        // Relaxed: a count read as a snapshot by `in_use` (as the caches' slots).
+        self.direct.fetch_add(1, Ordering::Relaxed);
+        Some(f)
+    }
+
+    /// Gives `f`, taken with [`FramePool::alloc_direct`] or by a cache, back to the global list
+    /// (zeroed first), where every core's next refill can take it. The caller guarantees what
+    /// `FrameCache::free` requires: freed once, nothing can reach it any more.
+    pub(crate) fn free_direct(&self, f: Frame) {
+        zero(self, f);
+        self.free.lock().push(f);
+        // Relaxed: as in `alloc_direct`.
+        self.direct.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The reference counts of shared frames.
@@ -174,7 +204,8 @@ impl FramePool {
     pub(crate) fn in_use(&self) -> u64 {
         let caches = self.caches.lock();
         let live: i64 = caches.iter().map(|s| s.load(Ordering::Relaxed)).sum();
-        let total = self.retired.load(Ordering::Relaxed) + live;
+        let total =
+            self.retired.load(Ordering::Relaxed) + self.direct.load(Ordering::Relaxed) + live;
         u64::try_from(total).unwrap_or(0)
     }
 

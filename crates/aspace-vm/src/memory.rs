@@ -6,8 +6,9 @@
 //! share one memory, which lives until the last handle and the last file in it are gone.
 //!
 //! File I/O runs on the caller's thread, which is no core of any space, so its frames come from
-//! one cache of the pool behind a mutex (`io_frames`): `File::write_at` of a new page and the
-//! frees of truncated pages take it once per page. The page cache's lookups take no lock.
+//! and go back to the pool's global list directly (`FramePool::alloc_direct`/`free_direct`:
+//! one lock per page a write adds or a truncation frees; no per-thread cache that would keep
+//! frees out of the spaces' reach). The page cache's lookups take no lock.
 //!
 //! Not for: the frames of an address space's anonymous memory (each space has its own pool,
 //! `frames.rs`; spaces built in a `Memory`, so that they can map its files and share its
@@ -15,9 +16,10 @@
 
 use crate::config::Config;
 use crate::error::{Limit, VmError};
-use crate::frames::{Frame, FrameCache, FramePool};
+use crate::fork;
+use crate::frames::{Frame, FramePool};
 use crate::page_cache::PageCache;
-use crate::sync::stat::{AtomicU64, Mutex};
+use crate::sync::stat::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
@@ -31,13 +33,13 @@ pub struct Memory {
 pub(crate) struct MemoryInner {
     /// The frames (page-cache pages are counted frames: `FramePool::refs`).
     pub(crate) pool: FramePool,
-    /// Frames for file I/O on callers' threads (module doc).
-    io_frames: Mutex<FrameCache>,
     /// The files' pages (made with the first file: a space's own memory has none and starts
     /// no reclaimer thread for it).
     cache: OnceLock<PageCache>,
     /// The last file number handed out (files are numbered 1, 2, ... like inodes).
     last_file: AtomicU64,
+    /// The process's fork generation when the memory was made (`fork.rs`).
+    born: u64,
 }
 
 impl std::fmt::Debug for Memory {
@@ -69,9 +71,9 @@ impl Memory {
         Ok(Memory {
             inner: Arc::new(MemoryInner {
                 pool: FramePool::new(bytes, batch)?,
-                io_frames: Mutex::new(FrameCache::new()),
                 cache: OnceLock::new(),
                 last_file: AtomicU64::new(0),
+                born: fork::generation(),
             }),
         })
     }
@@ -125,6 +127,12 @@ impl MemoryInner {
             .expect("the page cache exists once a file does")
     }
 
+    /// Whether this is a forked child of the process that made the memory: its page cache's
+    /// locks and RCU reclaimer thread are the parent's (`fork.rs`).
+    pub(crate) fn in_forked_child(&self) -> bool {
+        fork::forked_since(self.born)
+    }
+
     /// A fresh file number.
     pub(crate) fn next_file(&self) -> u64 {
         // Relaxed: uniqueness needs only the RMW's atomicity.
@@ -133,20 +141,25 @@ impl MemoryInner {
 
     /// A zeroed exclusive frame for file I/O, or `None` when the memory is full.
     pub(crate) fn alloc_io(&self) -> Option<Frame> {
-        self.io_frames.lock().alloc(&self.pool)
+        self.pool.alloc_direct()
     }
 
-    /// Frees the exclusive frame `f` (zeroed on the way). The caller guarantees nothing can
-    /// reach it any more: no page-cache lookup (removed a grace period ago) and no holder.
+    /// Frees the exclusive frame `f` (zeroed on the way) to the pool's global list, where the
+    /// spaces' cores can take it. The caller guarantees nothing can reach it any more: no
+    /// page-cache lookup (removed a grace period ago) and no holder.
     pub(crate) fn free_io(&self, f: Frame) {
-        self.io_frames.lock().free(&self.pool, f);
+        self.pool.free_direct(f);
     }
 }
 
 impl Drop for MemoryInner {
     fn drop(&mut self) {
-        // The I/O cache's frames go back to the pool (which is dropped right after; this keeps
-        // the pool's accounting exact for a test that inspects it before).
-        self.io_frames.lock().drain(&self.pool);
+        if self.in_forked_child() {
+            // Dropping the page cache would join its RCU domain's reclaimer thread, which does
+            // not exist in the child (and its locks may be frozen held): leak it.
+            if let Some(cache) = self.cache.take() {
+                std::mem::forget(cache);
+            }
+        }
     }
 }
