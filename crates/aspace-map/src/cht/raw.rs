@@ -89,7 +89,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     #[inline]
     fn read_head(&self, h: u64, g: &Guard<'_>) -> usize {
         let t = self.table(g);
-        let w = t.heads[bucket(h, t.order)].load(Ordering::Acquire);
+        let w = t.head_of(h).load(Ordering::Acquire);
         if w & CONST == 0 {
             return w;
         }

@@ -3,6 +3,7 @@
 //! that loaded this array and finds a moved head can always follow it.
 
 use super::link::INVALID;
+use super::node::bucket;
 use crate::sync::{AtomicPtr, AtomicUsize};
 
 pub(crate) struct Table {
@@ -27,6 +28,17 @@ impl Table {
                 .collect(),
             next: AtomicPtr::new(std::ptr::null_mut()),
         })
+    }
+
+    /// The head of the bucket of `hash` (its top `order` bits).
+    #[inline]
+    pub(crate) fn head_of(&self, hash: u64) -> &AtomicUsize {
+        let i = bucket(hash, self.order);
+        debug_assert!(i < self.heads.len());
+        // SAFETY: `bucket` keeps the top `order` bits of a 64-bit hash, so `i < 2^order`, the
+        // length of `heads` (made so in `new`, never resized). No bounds check on the lookup
+        // path.
+        unsafe { self.heads.get_unchecked(i) }
     }
 
     pub(crate) fn len(&self) -> usize {
