@@ -704,7 +704,7 @@ fn is_head(t: TableRef<'_>, l: &AtomicUsize) -> bool {
     let heads = t.heads();
     let base = heads.as_ptr() as usize;
     let a = l as *const AtomicUsize as usize;
-    a >= base && a < base + heads.len() * std::mem::size_of::<AtomicUsize>()
+    a >= base && a < base + std::mem::size_of_val(heads)
 }
 
 /// Freezes a head (sets CONST); returns the frozen word.
