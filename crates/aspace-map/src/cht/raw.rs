@@ -12,8 +12,8 @@
 
 use super::link::{ptr, word, CONST, DELETED, INVALID, JOIN, JOIN_FOLLOWS, MARKS, MOVED};
 use super::node::{bucket, Node};
-use super::table::Table;
-use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
+use super::table::{Table, TableRef};
+use crate::sync::{AtomicUsize, Ordering};
 use aspace_rcu::{Domain, Guard};
 use std::marker::PhantomData;
 
@@ -49,7 +49,8 @@ pub(crate) enum Direction {
 }
 
 pub(crate) struct RawCht<K, V> {
-    table: AtomicPtr<Table>,
+    /// The current array's word: its address and order (`TableRef::word_of`).
+    table: AtomicUsize,
     domain: Domain,
     _nodes: PhantomData<Box<Node<K, V>>>,
 }
@@ -63,7 +64,7 @@ unsafe impl<K: Send + Sync, V: Send + Sync> Sync for RawCht<K, V> {}
 impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     pub(crate) fn new(domain: Domain, order: u32) -> Self {
         RawCht {
-            table: AtomicPtr::new(Box::into_raw(Table::new(order, true, false))),
+            table: AtomicUsize::new(TableRef::word_of(Table::alloc(order, true, false), order)),
             domain,
             _nodes: PhantomData,
         }
@@ -75,12 +76,13 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
 
     /// The current array.
     #[inline]
-    pub(crate) fn table<'g>(&self, _g: &'g Guard<'_>) -> &'g Table {
+    pub(crate) fn table<'g>(&self, _g: &'g Guard<'_>) -> TableRef<'g> {
         // Acquire: pairs with the Release store of the switch (`finish`), which follows the
         // moves that initialised the array's heads.
-        // SAFETY: the array is freed a grace period after it stops being current; `_g` is a
-        // read section of this table's domain (checked by the facade).
-        unsafe { &*self.table.load(Ordering::Acquire) }
+        let w = self.table.load(Ordering::Acquire);
+        // SAFETY: a word made by `word_of`; the array is freed a grace period after it stops
+        // being current; `_g` is a read section of this table's domain (checked by the facade).
+        unsafe { TableRef::from_word(w) }
     }
 
     // ---------------------------------------------------------------- lookups
@@ -89,7 +91,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     #[inline]
     fn read_head(&self, h: u64, g: &Guard<'_>) -> usize {
         let t = self.table(g);
-        let w = t.heads[bucket(h, t.order)].load(Ordering::Acquire);
+        let w = t.head_of(h).load(Ordering::Acquire);
         if w & CONST == 0 {
             return w;
         }
@@ -99,15 +101,15 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     /// `read_head` of a frozen or moved head: follow the array it moves to (and the one after
     /// it, if a reader was held up through a whole resize and the start of the next).
     #[cold]
-    fn read_head_resizing(&self, mut t: &Table, mut w: usize, h: u64) -> usize {
+    fn read_head_resizing(&self, mut t: TableRef<'_>, mut w: usize, h: u64) -> usize {
         loop {
             // Acquire: pairs with the Release store in `begin`, which happened before the
             // freeze whose word we read with Acquire.
             // SAFETY: a frozen head exists only while `t.next` is set, and `t.next` is freed
             // after `t` (see `finish`); our caller's guard protects `t`.
-            let nt = unsafe { &*t.next.load(Ordering::Acquire) };
+            let nt = unsafe { TableRef::from_ptr(t.next.load(Ordering::Acquire)) };
             let ni = bucket(h, nt.order);
-            let nw = nt.heads[ni].load(Ordering::Acquire);
+            let nw = nt.heads()[ni].load(Ordering::Acquire);
             if nw & CONST != 0 {
                 // `nt` is itself being resized (we were held up): follow it on.
                 t = nt;
@@ -126,7 +128,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
                 return nw;
             }
             // Grow: the upper half is not split off yet; its items are behind the lower half's.
-            let sw = nt.heads[ni & !1].load(Ordering::Acquire);
+            let sw = nt.heads()[ni & !1].load(Ordering::Acquire);
             if sw & INVALID == 0 {
                 return sw;
             }
@@ -186,14 +188,14 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
 
     /// The array and bucket an updater of `h` works in, after helping every resize step that
     /// keeps that bucket from being updated (a frozen head, an unsplit or unjoined bucket).
-    pub(crate) fn update_bucket<'g>(&self, h: u64, g: &'g Guard<'_>) -> (&'g Table, usize) {
+    pub(crate) fn update_bucket<'g>(&self, h: u64, g: &'g Guard<'_>) -> (TableRef<'g>, usize) {
         let t = self.table(g);
         let i = bucket(h, t.order);
-        if t.heads[i].load(Ordering::Acquire) & CONST == 0 {
+        if t.heads()[i].load(Ordering::Acquire) & CONST == 0 {
             return (t, i);
         }
         // SAFETY: as in `read_head_resizing`.
-        let nt: &'g Table = unsafe { &*t.next.load(Ordering::Acquire) };
+        let nt: TableRef<'g> = unsafe { TableRef::from_ptr(t.next.load(Ordering::Acquire)) };
         if nt.shrink_target {
             let j = i / 2;
             help_move(t, 2 * j, nt, j, JOIN_FOLLOWS);
@@ -212,14 +214,14 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     /// returns true the walk stops with `Ok(None)`.
     pub(crate) fn find<'g>(
         &self,
-        t: &'g Table,
+        t: TableRef<'g>,
         i: usize,
         h: u64,
         incl: bool,
         mut seen: impl FnMut(&'g Node<K, V>) -> bool,
         _g: &'g Guard<'_>,
     ) -> Result<Option<At<'g>>, Again> {
-        let head = &t.heads[i];
+        let head = &t.heads()[i];
         'restart: loop {
             let mut prev: &'g AtomicUsize = head;
             let mut pv = head.load(Ordering::Acquire);
@@ -281,7 +283,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     }
 
     /// Links `node` at `at` (found in `t`). `Err(Restart)` when the link changed.
-    fn link_at(&self, t: &Table, at: &At<'_>, node: *mut Node<K, V>) -> Result<(), Again> {
+    fn link_at(&self, t: TableRef<'_>, at: &At<'_>, node: *mut Node<K, V>) -> Result<(), Again> {
         let pv = at.pv;
         if pv & DELETED != 0 {
             return Err(Again::Blocked);
@@ -396,7 +398,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     /// one. `None` if one is in progress or the order would leave `[min, max]`.
     pub(crate) fn begin(&self, dir: Direction, min: u32, max: u32) -> Option<()> {
         // SAFETY: only the resizer (one at a time, `resize.rs`) frees arrays; it is us.
-        let t = unsafe { &*self.table.load(Ordering::Acquire) };
+        let t = unsafe { TableRef::from_word(self.table.load(Ordering::Acquire)) };
         if !t.next.load(Ordering::Acquire).is_null() {
             return None;
         }
@@ -405,7 +407,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
             Direction::Shrink if t.order > min => t.order - 1,
             _ => return None,
         };
-        let nt = Box::into_raw(Table::new(order, false, dir == Direction::Shrink));
+        let nt = Table::alloc(order, false, dir == Direction::Shrink).as_ptr();
         // Release: publishes the new array's INVALID heads to helpers that load `next` with
         // Acquire after seeing a frozen head.
         t.next.store(nt, Ordering::Release);
@@ -413,10 +415,10 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     }
 
     /// The array being resized and its target.
-    fn resizing<'g>(&self, g: &'g Guard<'_>) -> (&'g Table, &'g Table) {
+    fn resizing<'g>(&self, g: &'g Guard<'_>) -> (TableRef<'g>, TableRef<'g>) {
         let t = self.table(g);
-        // SAFETY: set by `begin`; freed after `t`.
-        let nt = unsafe { &*t.next.load(Ordering::Acquire) };
+        // SAFETY: set by `begin` (not null); freed after `t`.
+        let nt = unsafe { TableRef::from_ptr(t.next.load(Ordering::Acquire)) };
         (t, nt)
     }
 
@@ -467,7 +469,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
         let (t, nt) = self.resizing(g);
         if nt.shrink_target {
             for j in 0..nt.len() {
-                let f = ptr::<K, V>(t.heads[2 * j + 1].load(Ordering::Acquire));
+                let f = ptr::<K, V>(t.heads()[2 * j + 1].load(Ordering::Acquire));
                 if !f.is_null() {
                     // SAFETY: a join node is never unlinked while marked, so still linked.
                     clear_join(unsafe { &*f });
@@ -475,7 +477,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
             }
         } else {
             for d in (1..nt.len()).step_by(2) {
-                let mut p = ptr::<K, V>(nt.heads[d].load(Ordering::Acquire));
+                let mut p = ptr::<K, V>(nt.heads()[d].load(Ordering::Acquire));
                 while !p.is_null() {
                     // SAFETY: reachable under `g`.
                     let c = unsafe { &*p };
@@ -492,26 +494,36 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
 
     /// Step 5: the new array becomes current; the old one is freed after a grace period.
     pub(crate) fn finish(&self) {
-        let old = self.table.load(Ordering::Acquire);
-        // SAFETY: only the resizer frees arrays; `old` is current.
-        let nt = unsafe { (*old).next.load(Ordering::Acquire) };
+        // SAFETY: only the resizer frees arrays; the current one is alive.
+        let old = unsafe { TableRef::from_word(self.table.load(Ordering::Acquire)) };
+        let nt = old.next.load(Ordering::Acquire);
         debug_assert!(!nt.is_null());
+        // SAFETY: set by `begin`, alive until after `old` is freed.
+        let new = unsafe { TableRef::from_ptr(nt) };
         // Release: pairs with `table()`'s Acquire; the moves, splits and joins all happened
         // before (they are the resizer's own or were seen complete by it).
-        self.table.store(nt, Ordering::Release);
-        // SAFETY: unreachable for readers that start after the store above; from Box::into_raw.
-        unsafe { self.domain.defer_free(old) };
+        self.table.store(
+            TableRef::word_of(new.non_null(), new.order),
+            Ordering::Release,
+        );
+        let old = SendTable(old.non_null());
+        self.domain.call(move || {
+            let old = old;
+            // SAFETY: unreachable for readers that start after the store above, and the
+            // callback runs a grace period after it; from `Table::alloc`, freed once.
+            unsafe { Table::free(old.0) };
+        });
     }
 
     /// Grow step 3 (a)-(c) for the pair (s, s+1) of the new array: marks the split point
     /// `JOIN_FOLLOWS`, the first upper-half node `F` `JOIN`, and points head s+1 at `F`.
-    fn help_split(&self, nt: &Table, s: usize, g: &Guard<'_>) {
+    fn help_split(&self, nt: TableRef<'_>, s: usize, g: &Guard<'_>) {
         let d = s + 1;
         'again: loop {
-            if nt.heads[d].load(Ordering::Acquire) & INVALID == 0 {
+            if nt.heads()[d].load(Ordering::Acquire) & INVALID == 0 {
                 return;
             }
-            let mut prev = &nt.heads[s];
+            let mut prev = &nt.heads()[s];
             let mut pv = prev.load(Ordering::Acquire);
             let f = loop {
                 if pv & JOIN_FOLLOWS != 0 {
@@ -520,7 +532,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
                 let cur = ptr::<K, V>(pv);
                 if cur.is_null() {
                     // Nothing for the upper half: its head becomes an empty list.
-                    let _ = nt.heads[d].compare_exchange(
+                    let _ = nt.heads()[d].compare_exchange(
                         INVALID,
                         0,
                         Ordering::AcqRel,
@@ -558,16 +570,20 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
             // SAFETY: F is linked behind the JOIN_FOLLOWS link, which pins it.
             set_join(unsafe { &*f });
             // (c) the upper half's head points to F.
-            let _ =
-                nt.heads[d].compare_exchange(INVALID, word(f), Ordering::AcqRel, Ordering::Acquire);
+            let _ = nt.heads()[d].compare_exchange(
+                INVALID,
+                word(f),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
             return;
         }
     }
 
     /// Grow step 3 (d) for the lower half s: its JOIN_FOLLOWS link becomes the end of the list.
-    fn cut(&self, nt: &Table, s: usize, g: &Guard<'_>) {
+    fn cut(&self, nt: TableRef<'_>, s: usize, g: &Guard<'_>) {
         'again: loop {
-            let mut prev = &nt.heads[s];
+            let mut prev = &nt.heads()[s];
             let mut pv = prev.load(Ordering::Acquire);
             loop {
                 if pv & JOIN_FOLLOWS != 0 {
@@ -603,8 +619,8 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     /// Shrink: joins the odd bucket 2j+1 of `t` behind the list of new bucket j: freezes its
     /// head, marks its first node `F` JOIN, links `F` at the end of the even list, marks the old
     /// head MOVED (keeping `F` for `clear_joins`) and clears the pending mark of the new head.
-    fn help_join(&self, t: &Table, nt: &Table, j: usize, g: &Guard<'_>) {
-        let o = &t.heads[2 * j + 1];
+    fn help_join(&self, t: TableRef<'_>, nt: TableRef<'_>, j: usize, g: &Guard<'_>) {
+        let o = &t.heads()[2 * j + 1];
         let w = freeze(o);
         if w & INVALID == 0 {
             let f = ptr::<K, V>(w);
@@ -639,7 +655,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
             }
             let _ = o.compare_exchange(w, w | INVALID, Ordering::AcqRel, Ordering::Acquire);
         }
-        let nh = &nt.heads[j];
+        let nh = &nt.heads()[j];
         let mut v = nh.load(Ordering::Acquire);
         while v & JOIN_FOLLOWS != 0 {
             match nh.compare_exchange(v, v & !JOIN_FOLLOWS, Ordering::AcqRel, Ordering::Acquire) {
@@ -653,7 +669,7 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     /// resize in progress. For invariant checks.
     pub(crate) fn for_each_node(&self, g: &Guard<'_>, mut f: impl FnMut(usize, &Node<K, V>, bool)) {
         let t = self.table(g);
-        for (i, head) in t.heads.iter().enumerate() {
+        for (i, head) in t.heads().iter().enumerate() {
             let mut p = ptr::<K, V>(head.load(Ordering::Acquire));
             while !p.is_null() {
                 // SAFETY: reachable under `g`.
@@ -684,10 +700,11 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     }
 }
 
-fn is_head(t: &Table, l: &AtomicUsize) -> bool {
-    let base = t.heads.as_ptr() as usize;
+fn is_head(t: TableRef<'_>, l: &AtomicUsize) -> bool {
+    let heads = t.heads();
+    let base = heads.as_ptr() as usize;
     let a = l as *const AtomicUsize as usize;
-    a >= base && a < base + t.heads.len() * std::mem::size_of::<AtomicUsize>()
+    a >= base && a < base + std::mem::size_of_val(heads)
 }
 
 /// Freezes a head (sets CONST); returns the frozen word.
@@ -708,19 +725,19 @@ fn freeze(head: &AtomicUsize) -> usize {
 
 /// Click's move of head `i` of `t` to head `dst` of `nt` (which gets `mark` too): freeze,
 /// copy into the INVALID target, mark moved. Any step may be done by any thread.
-fn help_move(t: &Table, i: usize, nt: &Table, dst: usize, mark: usize) {
-    let w = freeze(&t.heads[i]);
+fn help_move(t: TableRef<'_>, i: usize, nt: TableRef<'_>, dst: usize, mark: usize) {
+    let w = freeze(&t.heads()[i]);
     if w & MOVED == MOVED {
         return;
     }
     // Release: publishes the list to walkers of the new array.
-    let _ = nt.heads[dst].compare_exchange(
+    let _ = nt.heads()[dst].compare_exchange(
         INVALID,
         (w & !MARKS) | mark,
         Ordering::AcqRel,
         Ordering::Acquire,
     );
-    let _ = t.heads[i].compare_exchange(w, w | INVALID, Ordering::AcqRel, Ordering::Acquire);
+    let _ = t.heads()[i].compare_exchange(w, w | INVALID, Ordering::AcqRel, Ordering::Acquire);
 }
 
 fn set_join<K, V>(n: &Node<K, V>) {
@@ -753,12 +770,20 @@ impl<K, V> Drop for RawCht<K, V> {
     fn drop(&mut self) {
         // No resize is in progress (the resizer holds the facade's Arc) and no reader holds a
         // guard (we are dropped by the last owner): free every node still linked, then the array.
-        let t = self.table.load(Ordering::Acquire);
-        // SAFETY: owned; see above.
-        let t = unsafe { Box::from_raw(t) };
+        // SAFETY: owned; see above. Freed at the end of this function (`FreeTable`, also when
+        // a key's or value's drop panics).
+        let t = unsafe { TableRef::from_word(self.table.load(Ordering::Acquire)) };
+        struct FreeTable(std::ptr::NonNull<Table>);
+        impl Drop for FreeTable {
+            fn drop(&mut self) {
+                // SAFETY: the current array, from `Table::alloc`, freed only here.
+                unsafe { Table::free(self.0) };
+            }
+        }
+        let _free_table = FreeTable(t.non_null());
         debug_assert!(t.next.load(Ordering::Relaxed).is_null());
         let mut nodes = Vec::new();
-        for head in t.heads.iter() {
+        for head in t.heads().iter() {
             let mut p = ptr::<K, V>(head.load(Ordering::Relaxed));
             while !p.is_null() {
                 nodes.push(p);
@@ -786,3 +811,9 @@ impl<K, V> Drop for RawCht<K, V> {
         }
     }
 }
+
+/// A retired array's pointer, sent to the reclaimer (arrays hold only atomics and raw words).
+struct SendTable(std::ptr::NonNull<Table>);
+// SAFETY: the array is only freed through it, on the reclaimer thread, after no thread can
+// reach it any more.
+unsafe impl Send for SendTable {}
