@@ -115,7 +115,11 @@
 //! Removed nodes are not handed to the domain one swap at a time: each reader slot batches them
 //! (`skiplist/retire.rs`), so after `Domain::barrier()` up to a partial batch per slot may still
 //! be pending; [`SkipListMap::barrier`] frees every node removed before it. Dropping the map
-//! frees the rest.
+//! frees the rest. A batch whose grace period has ended gives its nodes' memory to the slot's
+//! node pool (`skiplist/pool.rs`, bounded), from which the operations holding that slot make
+//! their new nodes: no allocator call on the common paths, and no memory reused before its
+//! grace period (the pool takes only what was safe to free). The map's barrier and drop empty
+//! the pools.
 //!
 //! # Linearizability
 //! `map`/`swap`: the commit store. `alloc`: its CAS; it claims a free range of `len` bytes inside
