@@ -115,7 +115,11 @@
 //! Removed nodes are not handed to the domain one swap at a time: each reader slot batches them
 //! (`skiplist/retire.rs`), so after `Domain::barrier()` up to a partial batch per slot may still
 //! be pending; [`SkipListMap::barrier`] frees every node removed before it. Dropping the map
-//! frees the rest.
+//! frees the rest. A batch whose grace period has ended gives its nodes' memory to the slot's
+//! node pool (`skiplist/pool.rs`, bounded), from which the operations holding that slot make
+//! their new nodes: no allocator call on the common paths, and no memory reused before its
+//! grace period (the pool takes only what was safe to free). The map's barrier and drop empty
+//! the pools.
 //!
 //! # Linearizability
 //! `map`/`swap`: the commit store. `alloc`: its CAS; it claims a free range of `len` bytes inside
@@ -131,6 +135,7 @@ mod hint;
 mod link;
 mod lock;
 mod node;
+mod pool;
 mod raw;
 pub(crate) mod readers;
 mod retire;
@@ -154,6 +159,7 @@ use crossbeam_utils::CachePadded;
 use hint::{retreat_overlapping, ArenaHints, Hinted, HintedSearch};
 use lock::HeldNodes;
 use node::{Kind, Node, MAX_HEIGHT};
+use pool::NodePool;
 use raw::RawSkipList;
 use readers::{ReaderPool, Section, SLOTS};
 use retire::{RetireList, Retired};
@@ -516,7 +522,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             Known::Unknown => {}
         }
         let mut took = false;
-        let got = self.readers.with(|_, _, _| {
+        let got = self.readers.with(|_, _, state| {
             // SAFETY: inside a read section; the height is a separator's, above every
             // ordinary node of a map with arenas (`cap`).
             unsafe {
@@ -525,6 +531,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                     zone_height(b),
                     || self.zones.take(),
                     &mut took,
+                    &mut state.pool,
                 )
             }
         });
@@ -567,14 +574,18 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// Frees every node removed before the call (and drops its value): hands the pending
     /// batches of every reader slot over, waits for one grace period, frees them, then waits
     /// for the domain's queued callbacks (`Domain::barrier`). The skiplist's counterpart of
-    /// `Domain::barrier()`, which alone may leave up to a partial batch per slot pending.
+    /// `Domain::barrier()`, which alone may leave up to a partial batch per slot pending. Also
+    /// gives the memory kept in the slots' node pools (`skiplist/pool.rs`) back to the
+    /// allocator.
     ///
     /// Must not be called inside a read section of the map's domain, from an RCU callback, or
     /// while holding a [`SkipLocked`] (see the module doc's hazard).
     pub fn barrier(&self) {
         let mut nodes = Vec::new();
-        self.readers
-            .for_each_local(|state| nodes.extend(state.retired.take_all()));
+        self.readers.for_each_local(|state| {
+            nodes.extend(state.retired.take_all());
+            state.pool.clear();
+        });
         let domain = self.readers.domain();
         // The nodes were unlinked before `take_all` took them; this grace period begins after.
         domain.synchronize();
@@ -592,7 +603,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
     /// `lock_range_at` that took `locked` in that same section (its predecessors then precede
     /// every node `locked` still holds but its first, and `[s, e)`).
     ///
-    /// The old nodes (`locked[1..]`) go to `retired`, the caller's slot's list.
+    /// The old nodes (`locked[1..]`) go to `slot.0`, the caller's slot's retire list; the new
+    /// ones are made from `slot.1`, its node pool, where it keeps blocks.
     ///
     /// Fails with `OutOfMemory` if a new node cannot be allocated: nothing changed then (the
     /// nodes are made before the swap), the range is released and the new values are dropped.
@@ -605,7 +617,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         new_ivs: impl IntoIterator<Item = (Interval, V), IntoIter: ExactSizeIterator>,
         stripe: usize,
         hint: Option<(&Position<V>, usize)>,
-        retired: &mut RetireList<V>,
+        (retired, pool): (&mut RetireList<V>, &mut NodePool<V>),
     ) -> Result<(), MapError> {
         let new_ivs = new_ivs.into_iter();
         let old = &locked[1..];
@@ -679,9 +691,10 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
             };
             // On failure `nodes` frees what was made and `locked` releases the range (their
             // drops); the values not yet moved into nodes are dropped with `items`.
+            let budget = Some(&self.faults);
             nodes
                 .0
-                .push(Node::try_alloc(a, z, h, k, v, Some(&self.faults))?);
+                .push(Node::try_alloc(a, z, h, k, v, budget, Some(&mut *pool))?);
         }
         let nodes = std::mem::take(&mut nodes.0);
         for &o in old {
@@ -722,7 +735,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
         }
         // The predecessor stays; the old nodes are now unreachable for later operations.
         // SAFETY: unlinked by the swap above, retired once (we held them).
-        unsafe { retired.retire(&locked[1..], self.readers.domain()) };
+        unsafe { retired.retire(&locked[1..], self.readers.domain(), pool) };
         Ok(())
     }
 
@@ -742,7 +755,6 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 .map(|k| hints[k].for_pad(pad))
         });
         self.readers.with(|_, stripe, state| {
-            let retired = &mut state.retired;
             let height = random_height(self.cap);
             let node = Node::try_alloc(
                 0,
@@ -751,6 +763,7 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                 Kind::Interval,
                 Some(value),
                 Some(&self.faults),
+                Some(&mut state.pool),
             )
             .map_err(|e| (e, None))?;
             let mut search = HintedSearch::new(arena);
@@ -793,7 +806,8 @@ impl<V: Clone + Send + Sync + 'static> SkipListMap<V> {
                         // SAFETY: held range, inside a read section.
                         unsafe {
                             let hint = Some((&pos, levels));
-                            self.swap_with(locked, g, g + len, Some((iv, v)), stripe, hint, retired)
+                            let slot = (&mut state.retired, &mut state.pool);
+                            self.swap_with(locked, g, g + len, Some((iv, v)), stripe, hint, slot)
                         }
                         .map_err(|e| (e, None))?;
                         return Ok(iv);
@@ -1003,14 +1017,14 @@ impl<V: Clone + Send + Sync + 'static> IntervalMap<V> for SkipListMap<V> {
     fn map(&self, range: Range<u64>, value: Option<V>) -> Result<(), MapError> {
         let iv = Interval::try_from(range)?;
         self.readers.with(|_, stripe, state| {
-            let retired = &mut state.retired;
+            let slot = (&mut state.retired, &mut state.pool);
             // SAFETY: inside a read section; the locked nodes are passed straight to the swap.
             unsafe {
                 let mut pos = Position::new();
                 let (locked, levels) = self.raw.lock_range_at(iv.start, iv.end, &mut pos);
                 let new = value.map(|v| (iv, v));
                 let hint = Some((&pos, levels));
-                self.swap_with(locked, iv.start, iv.end, new, stripe, hint, retired)
+                self.swap_with(locked, iv.start, iv.end, new, stripe, hint, slot)
             }
         })
     }
@@ -1110,7 +1124,11 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
             ..
         } = locked;
         let (stripe, state) = section.parts();
-        let SlotState { retired, held } = state;
+        let SlotState {
+            retired,
+            held,
+            pool,
+        } = state;
         // SAFETY: `nodes` are held (moved out of the lock into `swap_with`, which releases them
         // on unwind, before `section` ends). The hint (`held`, in the section's slot) came from
         // the `lock_range_at` that took them, in `section`, still open; `narrow` may have
@@ -1118,7 +1136,8 @@ impl<V: Clone + Send + Sync + 'static> IntervalLocking<V> for SkipListMap<V> {
         // (`swap_with`'s hint contract; see "One traversal per edit").
         unsafe {
             let hint = Some((&*held, levels));
-            self.swap_with(nodes, r.start, r.end, new_intervals, stripe, hint, retired)
+            let slot = (retired, pool);
+            self.swap_with(nodes, r.start, r.end, new_intervals, stripe, hint, slot)
         }
     }
 }
@@ -1142,6 +1161,8 @@ mod tests_held;
 mod tests_narrow;
 #[cfg(all(test, not(loom)))]
 mod tests_padded;
+#[cfg(all(test, not(loom)))]
+mod tests_pool;
 #[cfg(all(test, not(loom)))]
 mod tests_span;
 #[cfg(all(test, not(loom)))]

@@ -81,6 +81,7 @@ use super::arena::ArenaLayout;
 use super::hint::{retreat_overlapping, ArenaHints, Hinted, HintedSearch};
 use super::link::ptr;
 use super::node::{Kind, Node};
+use super::pool::NodePool;
 use super::raw::RawSkipList;
 use super::traverse::Position;
 use crate::sync::{AtomicUsize, Ordering};
@@ -802,7 +803,10 @@ fn a_separator_insert_never_lands_inside_a_racing_mapping() {
             thread::spawn(move || {
                 // SAFETY: nothing is freed while the threads run; height 2 is above every
                 // ordinary node of the model (height 1).
-                unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap()
+                unsafe {
+                    list.insert_separator(2 * P, 2, || true, &mut false, &mut NodePool::default())
+                }
+                .unwrap()
             })
         };
         let r1 = map(&list, 1, 3, vec![node(1, 3, 1, 9)]);
@@ -827,11 +831,17 @@ fn two_inserts_of_one_separator_link_one_node() {
             let list = Arc::clone(&list);
             thread::spawn(move || {
                 // SAFETY: nothing is freed while the threads run; height 2 as above.
-                unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap()
+                unsafe {
+                    list.insert_separator(2 * P, 2, || true, &mut false, &mut NodePool::default())
+                }
+                .unwrap()
             })
         };
         // SAFETY: as above.
-        let mine = unsafe { list.insert_separator(2 * P, 2, || true, &mut false) }.unwrap();
+        let mine = unsafe {
+            list.insert_separator(2 * P, 2, || true, &mut false, &mut NodePool::default())
+        }
+        .unwrap();
         let theirs = other.join().unwrap();
         let mut got = [mine, theirs];
         got.sort_by_key(|g| *g == SeparatorInsert::Present);

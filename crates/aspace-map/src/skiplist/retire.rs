@@ -15,6 +15,9 @@
 //! 3. at every `retire` (every swap, inserts included) the slot frees, on the calling thread,
 //!    every limbo batch whose ticket is `<= done`: their grace period has ended (one load of
 //!    `done`, a line the reclaimer writes once per grace period, when the limbo is not empty).
+//!    "Frees" drops the values and links and gives the memory to the slot's node pool
+//!    (`pool.rs`), which keeps a bounded number of blocks for the slot's next allocations and
+//!    frees the rest: this is the one point where node memory becomes reusable.
 //!
 //! So per [`BATCH`] nodes the shared work is one domain push and one tiny callback, and the frees
 //! run on the updater that retired the nodes, which in the benchmarks (and usually) also
@@ -39,6 +42,7 @@
 //! node.
 
 use super::node::Node;
+use super::pool::NodePool;
 use super::readers::SlotLocal;
 use crate::sync::stat::AtomicU64;
 use aspace_rcu::Domain;
@@ -97,16 +101,22 @@ impl<V> Default for RetireList<V> {
 
 impl<V: Send + 'static> RetireList<V> {
     /// Takes ownership of `nodes` (unlinked by the caller's swap, which is now visible) and frees
-    /// them after a grace period; may free earlier batches whose grace period has ended.
+    /// them after a grace period; may free earlier batches whose grace period has ended, their
+    /// memory going to `pool` (the same slot's, `pool.rs`) up to its bound.
     ///
     /// # Safety
     /// Every node is unreachable for operations that start after this call, and retired once.
-    pub(crate) unsafe fn retire(&mut self, nodes: &[*mut Node<V>], domain: &Domain) {
+    pub(crate) unsafe fn retire(
+        &mut self,
+        nodes: &[*mut Node<V>],
+        domain: &Domain,
+        pool: &mut NodePool<V>,
+    ) {
         self.batch.extend_from_slice(nodes);
         if self.batch.len() >= BATCH {
             self.hand_off(domain);
         }
-        self.collect();
+        self.collect(pool);
     }
 
     /// Requests a grace period for the current batch (one domain callback).
@@ -124,13 +134,14 @@ impl<V: Send + 'static> RetireList<V> {
         self.limbo.push_back((ticket, batch));
     }
 
-    /// Frees every limbo batch whose grace period has ended. Called by every `retire` (also an
+    /// Frees every limbo batch whose grace period has ended into `pool` (values and links
+    /// dropped, memory kept up to the pool's bound, the rest freed). Called by every `retire` (also an
     /// empty one: an insert), so limbo nodes are freed about one grace period after their hand-off
     /// rather than at the slot's next hand-off, which made `ds-map` measurably faster (nodes
     /// left waiting through a re-population keep their allocator pages partly used, so the
     /// inserts reuse scattered blocks and later traversals lose locality; see CHANGELOG.md).
     #[inline]
-    fn collect(&mut self) {
+    fn collect(&mut self, pool: &mut NodePool<V>) {
         let Some(&(first, _)) = self.limbo.front() else {
             return;
         };
@@ -142,9 +153,10 @@ impl<V: Send + 'static> RetireList<V> {
         while self.limbo.front().is_some_and(|&(t, _)| t <= done) {
             let (_, mut batch) = self.limbo.pop_front().expect("checked non-empty");
             // SAFETY: the batch's grace period has ended (module doc), each node is in one
-            // batch, and nothing else frees limbo nodes. A value whose drop panics does not
-            // leak the rest of the batch.
-            unsafe { Node::dealloc_all(&mut batch) };
+            // batch, and nothing else frees limbo nodes: they may be freed, hence their memory
+            // reused (`pool.rs`, "Why reuse is safe"). A value whose drop panics does not leak
+            // the rest of the batch.
+            unsafe { pool.recycle_all(&mut batch) };
             if self.spare.capacity() < batch.capacity() {
                 self.spare = batch;
             }

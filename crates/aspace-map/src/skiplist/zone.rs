@@ -51,6 +51,7 @@
 use super::arena::SEPARATOR_THRESHOLD;
 use super::link::{unpack, Tag};
 use super::node::{Kind, Node, MAX_HEIGHT};
+use super::pool::NodePool;
 use super::raw::RawSkipList;
 use super::traverse::Position;
 use crate::contract::{MapError, PAGE_SIZE};
@@ -104,7 +105,8 @@ impl<V> RawSkipList<V> {
     /// Inserts a separator of height `height` at the point `b` if none is there and no interval
     /// strictly contains `b` (module doc). Calls `take` once, only when it is about to
     /// allocate (the bound: `false` inserts nothing), and sets `*took` when it did and `take`
-    /// agreed, so the caller gives back a count that ended in no link.
+    /// agreed, so the caller gives back a count that ended in no link. The node is made from
+    /// `pool` (the caller's reader slot's) where it keeps a block of the height.
     ///
     /// # Safety
     /// The caller keeps reachable nodes alive (see `raw.rs`); `height >= SEPARATOR_THRESHOLD`
@@ -115,6 +117,7 @@ impl<V> RawSkipList<V> {
         height: usize,
         take: impl FnOnce() -> bool,
         took: &mut bool,
+        pool: &mut NodePool<V>,
     ) -> Result<SeparatorInsert, MapError> {
         let mut take = Some(take);
         let mut pos = Position::new();
@@ -154,7 +157,7 @@ impl<V> RawSkipList<V> {
                     break SeparatorInsert::Skipped;
                 }
                 *took = true;
-                node = Node::try_alloc(b, b, height, Kind::Separator, None, None)?;
+                node = Node::try_alloc(b, b, height, Kind::Separator, None, None, Some(pool))?;
             }
             // SAFETY: our node, unpublished; `p` was reached by `find`, alive per the
             // precondition.
