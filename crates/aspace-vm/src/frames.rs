@@ -171,7 +171,7 @@ impl FramePool {
         }
         let f = self.free.lock().pop().or_else(|| {
             let fresh = self.bump(1);
-            (!fresh.is_empty()).then(|| Frame(fresh.start))
+            (!fresh.is_empty()).then_some(Frame(fresh.start))
         })?;
         // Relaxed: a count read as a snapshot by `in_use` (as the caches' slots).
         self.direct.fetch_add(1, Ordering::Relaxed);
