@@ -64,6 +64,7 @@ thread_local! {
     static BETWEEN: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static COARSE: RefCell<Option<Pause>> = const { RefCell::new(None) };
     static SHOOTER: RefCell<Option<Pause>> = const { RefCell::new(None) };
+    static VMA_WRITER: RefCell<Option<Pause>> = const { RefCell::new(None) };
 }
 
 /// The lock-free fault of every design that has one (`syscalls::fault_rcu_in`), between its
@@ -87,6 +88,9 @@ pub(crate) static COARSE_FAULT_IN_SECTION: PausePoint = PausePoint(&COARSE);
 /// just before it starts waiting for that window to end: a test learns there, without timing,
 /// that a call is blocked on the core it holds in a window.
 pub(crate) static SHOOTER_WAITS: PausePoint = PausePoint(&SHOOTER);
+/// An editor's `VmaLock::write_lock_detach` that found per-region readers, just before it
+/// starts waiting them out: a test learns there, without timing, that the edit is blocked.
+pub(crate) static VMA_WRITER_WAITS: PausePoint = PausePoint(&VMA_WRITER);
 
 impl PausePoint {
     /// Arms `pause` to run the next time this thread reaches the point.

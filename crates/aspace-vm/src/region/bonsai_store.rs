@@ -107,6 +107,8 @@ impl VmaLock {
         if old & !Self::DETACHED == 0 {
             return;
         }
+        #[cfg(all(test, not(loom)))]
+        crate::fault_inject::VMA_WRITER_WAITS.reached();
         // Acquire: a reader's fill happens before our edit of its entries.
         let backoff = crossbeam_utils::Backoff::new();
         while self.word.load(Ordering::Acquire) & !Self::DETACHED != 0 {

@@ -15,8 +15,6 @@ use super::PerVma;
 use crate::designs::Designs;
 use crate::types::{Access, MapFlags, Prot, PAGE_SIZE as P};
 use crate::{AddressSpace, CoreHandle, Design, Fault};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 fn design(space: &AddressSpace) -> &PerVma {
     match &*space.space.design {
@@ -29,8 +27,8 @@ const BASE: u64 = 0x4000_0000;
 const X: u64 = BASE + 512 * P;
 
 /// As `bonsai/tests.rs`'s setup: A r, B rw NORESERVE (written), C r. F's write fault at `X+2P`
-/// stops under B's read lock; `edit` runs on E in another thread; after `wait`, the test reads
-/// whether the edit finished, then lets F go on. Returns F's result, whether the edit had
+/// stops under B's read lock; `edit` runs on E in another thread; the test learns whether the
+/// edit finished or began waiting for F's read lock, then lets F go on. Returns F's result, whether the edit had
 /// finished while F was stopped, the space and E.
 fn stopped_fault(
     edit: impl FnOnce(&mut CoreHandle) + Send,
@@ -52,7 +50,7 @@ fn stopped_fault(
     let mut f = space.attach().unwrap();
     let (at_lookup, stopped) = std::sync::mpsc::channel::<()>();
     let (go_on, resume) = std::sync::mpsc::channel::<()>();
-    let done = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel::<&str>();
     let (r, finished_early, e) = std::thread::scope(|s| {
         let fault = s.spawn(move || {
             crate::fault_inject::STAGE1_BEFORE_FILL.arm(move || {
@@ -62,14 +60,19 @@ fn stopped_fault(
             f.write(X + 2 * P, &[0xaa; 8])
         });
         stopped.recv().unwrap(); // F holds B's read lock, before its leaf lock.
-        let done = &done;
         let editor = s.spawn(move || {
+            // The edit reports when it starts waiting out a region's readers (F's), else
+            // when it returns: whichever comes first tells, without timing, whether it
+            // finished while F was stopped.
+            let waits = tx.clone();
+            crate::fault_inject::VMA_WRITER_WAITS.arm(move || {
+                let _ = waits.send("waits");
+            });
             edit(&mut e);
-            done.store(true, Ordering::SeqCst);
+            let _ = tx.send("done");
             e
         });
-        std::thread::sleep(Duration::from_millis(100));
-        let finished_early = done.load(Ordering::SeqCst);
+        let finished_early = rx.recv().unwrap() == "done";
         go_on.send(()).unwrap();
         let r = fault.join().unwrap();
         (r, finished_early, editor.join().unwrap())
