@@ -516,7 +516,9 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     }
 
     /// Grow step 3 (a)-(c) for the pair (s, s+1) of the new array: marks the split point
-    /// `JOIN_FOLLOWS`, the first upper-half node `F` `JOIN`, and points head s+1 at `F`.
+    /// `JOIN_FOLLOWS`, the first upper-half node `F` `JOIN`, and points head s+1 at `F`. With
+    /// no upper-half node the split point is the lower list's null end: it is marked all the
+    /// same and head s+1 becomes an empty list (`cht.rs`, gap (6)).
     fn help_split(&self, nt: TableRef<'_>, s: usize, g: &Guard<'_>) {
         let d = s + 1;
         'again: loop {
