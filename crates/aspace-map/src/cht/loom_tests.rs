@@ -204,7 +204,7 @@ fn join_vs_insert_at_the_odd_head() {
 ///
 /// Mutation: `help_split` makes the upper head empty without marking the end of the lower list
 /// JOIN_FOLLOWS (the code before the fix). Failure: `panicked at
-/// crates/aspace-map/src/cht/loom_tests.rs:NNN:9: cannot remove present item 2`.
+/// crates/aspace-map/src/cht/loom_tests.rs:225:13: cannot remove present item 2`.
 #[test]
 fn split_of_an_empty_upper_half_vs_append() {
     loom::model(|| {
