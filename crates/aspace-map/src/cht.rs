@@ -42,7 +42,11 @@
 //! place where an update waits for the resizer; (4) the shrink marks the joined odd list's
 //! first node JOIN (not the even list's last link) because that node is reachable from the
 //! frozen odd head and the joined list until the clear; (5) the resizer is a thread spawned
-//! per burst of resizes (there are no work queues here).
+//! per burst of resizes (there are no work queues here); (6) a split whose upper half is empty
+//! still marks its split point: the end of the lower list (a null link) gets JOIN_FOLLOWS
+//! before the upper head becomes an empty list, so that an updater still on the old array,
+//! whose CAS expects that link null, cannot append an upper-half item to the lower list only
+//! (where no lookup or update of its bucket would find it); the cut clears the mark.
 //!
 //! The lookup path is a chain of dependent loads, so it is kept short: the user hash is mixed
 //! with one multiply (`node::mix`), the current array is one word holding its address and

@@ -7,7 +7,7 @@
 //! | bit | in a node's `next`                         | in a bucket head                          |
 //! |-----|--------------------------------------------|-------------------------------------------|
 //! | 1   | [`DELETED`]: the node is logically removed | [`CONST`]: immutable, being moved (Click) |
-//! | 2   | [`JOIN_FOLLOWS`]: the successor is the join node of the next bucket (grow: the split point) | [`JOIN_FOLLOWS`]: grow: the head's successor is that join node; shrink target: a join of the odd half is pending |
+//! | 2   | [`JOIN_FOLLOWS`]: the successor is the join node of the next bucket (grow: the split point; null when the upper half is empty) | [`JOIN_FOLLOWS`]: grow: the head's successor is that join node; shrink target: a join of the odd half is pending |
 //! | 4   | [`JOIN`]: this node is in two buckets' lists; it may be marked deleted but not unlinked | [`INVALID`]: not yet initialised (new array), or with `CONST`: moved ([`MOVED`], the pointer is kept) |
 //!
 //! "Normal" is no bit set. A link word is compared and swapped whole, so a CAS that expects an

@@ -17,6 +17,10 @@
 //! - `join_vs_insert_at_the_odd_head`: the shrink's join races an insert at the head of the odd
 //!   list being joined and a remove in the even list.
 //!
+//! - `split_of_an_empty_upper_half_vs_append`: the split of a bucket with no upper-half item
+//!   races an insert, started on the old array, that appends an upper-half item at the end of
+//!   the lower list; the remove that follows must find it.
+//!
 //! Mutations (each applied by hand, the model failed, reverted): see each model's doc. Not
 //! modelled: the grace periods between the steps, and the cut/clear steps racing updaters
 //! (they run after the threads are joined here; the stress tests race them).
@@ -185,5 +189,46 @@ fn join_vs_insert_at_the_odd_head() {
         remover.join().unwrap();
         finish(&raw);
         check(&raw, &[(HI + 1, 2), (HI + 2, 3)], &[(LO, 1)]);
+    });
+}
+
+/// Split of a bucket whose upper half is empty vs an insert that appends an upper-half item at
+/// the end of the lower list, then a remove of that item (the failure of the stress test
+/// `removes_of_present_keys_succeed_when_updaters_take_turns`).
+///
+/// The interleaving: the updater walks the old list to its end (L's null link) before the head
+/// freezes; the resizer moves the head and splits, finds no upper-half item and makes the upper
+/// head an empty list; the updater's CAS of L's link, which expects null, succeeds. The item
+/// sits in the lower list only: the remove (and any lookup or `insert_unique`) of its bucket
+/// walks the empty upper list and misses it.
+///
+/// Mutation: `help_split` makes the upper head empty without marking the end of the lower list
+/// JOIN_FOLLOWS (the code before the fix). Failure: `panicked at
+/// crates/aspace-map/src/cht/loom_tests.rs:225:13: cannot remove present item 2`.
+#[test]
+fn split_of_an_empty_upper_half_vs_append() {
+    loom::model(|| {
+        let raw = Arc::new(RawCht::<u64, u64>::new(Domain::new(), 0));
+        ins(&raw, LO, 1);
+        assert!(raw.begin(Direction::Grow, 0, 4).is_some());
+        let resizer = {
+            let raw = raw.clone();
+            thread::spawn(move || {
+                let r = raw.domain().register();
+                raw.move_heads(&r.read());
+                raw.split_or_join_all(&r.read());
+            })
+        };
+        ins(&raw, HI + 1, 2);
+        {
+            let r = raw.domain().register();
+            assert!(
+                raw.remove(HI + 1, |k| *k == 2, &r.read()),
+                "cannot remove present item 2"
+            );
+        }
+        resizer.join().unwrap();
+        finish(&raw);
+        check(&raw, &[(LO, 1)], &[(HI + 1, 2)]);
     });
 }

@@ -516,7 +516,9 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
     }
 
     /// Grow step 3 (a)-(c) for the pair (s, s+1) of the new array: marks the split point
-    /// `JOIN_FOLLOWS`, the first upper-half node `F` `JOIN`, and points head s+1 at `F`.
+    /// `JOIN_FOLLOWS`, the first upper-half node `F` `JOIN`, and points head s+1 at `F`. With
+    /// no upper-half node the split point is the lower list's null end: it is marked all the
+    /// same and head s+1 becomes an empty list (`cht.rs`, gap (6)).
     fn help_split(&self, nt: TableRef<'_>, s: usize, g: &Guard<'_>) {
         let d = s + 1;
         'again: loop {
@@ -527,18 +529,36 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
             let mut pv = prev.load(Ordering::Acquire);
             let f = loop {
                 if pv & JOIN_FOLLOWS != 0 {
+                    // Split already (F, or null for an empty upper half).
                     break ptr::<K, V>(pv);
                 }
                 let cur = ptr::<K, V>(pv);
                 if cur.is_null() {
-                    // Nothing for the upper half: its head becomes an empty list.
-                    let _ = nt.heads()[d].compare_exchange(
-                        INVALID,
-                        0,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
-                    continue 'again;
+                    // Nothing for the upper half: the split point is the end of the list, and
+                    // it is marked like any other. Without the mark, an updater that started
+                    // on the old array and holds this (null) link could append an upper-half
+                    // item here after the upper head was made empty: linked in the lower list
+                    // only, it would be lost to every lookup and update of its bucket. The
+                    // CAS expects the link unmarked and L live, as in (a) below.
+                    if pv & DELETED != 0 {
+                        let _ = self.find(nt, s, u64::MAX, true, |_| false, g);
+                        continue 'again;
+                    }
+                    // AcqRel: Release orders the mark before the upper head's publication
+                    // below (an updater that finds that head valid and walks the lower list
+                    // sees the end marked); Acquire as in (a).
+                    if prev
+                        .compare_exchange(
+                            pv,
+                            pv | JOIN_FOLLOWS,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_err()
+                    {
+                        continue 'again;
+                    }
+                    break cur;
                 }
                 // SAFETY: reachable under `g`.
                 let c = unsafe { &*cur };
@@ -567,9 +587,11 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
                 pv = c.next.load(Ordering::Acquire);
             };
             // (b) F becomes a join node.
-            // SAFETY: F is linked behind the JOIN_FOLLOWS link, which pins it.
-            set_join(unsafe { &*f });
-            // (c) the upper half's head points to F.
+            if !f.is_null() {
+                // SAFETY: F is linked behind the JOIN_FOLLOWS link, which pins it.
+                set_join(unsafe { &*f });
+            }
+            // (c) the upper half's head points to F (an empty list when there is none).
             let _ = nt.heads()[d].compare_exchange(
                 INVALID,
                 word(f),
@@ -589,10 +611,15 @@ impl<K: Send + 'static, V: Send + 'static> RawCht<K, V> {
                 if pv & JOIN_FOLLOWS != 0 {
                     if pv & DELETED != 0 {
                         // L is deleted: unlink it (moving the mark back), then cut there.
-                        let h = ptr::<K, V>(pv);
-                        // SAFETY: pinned by the JOIN_FOLLOWS link.
-                        let fh = unsafe { (*h).hash };
-                        let _ = self.find(nt, s, fh, false, |_| false, g);
+                        let f = ptr::<K, V>(pv);
+                        if f.is_null() {
+                            // The split point is the end of the list (empty upper half).
+                            let _ = self.find(nt, s, u64::MAX, true, |_| false, g);
+                        } else {
+                            // SAFETY: pinned by the JOIN_FOLLOWS link.
+                            let fh = unsafe { (*f).hash };
+                            let _ = self.find(nt, s, fh, false, |_| false, g);
+                        }
                         continue 'again;
                     }
                     // Release: the end of the lower list; Acquire orders our next walk.
