@@ -24,7 +24,7 @@ fn populate(space: &AddressSpace, pages: u64) -> u64 {
         .mmap(0, pages * P, Prot::READ_WRITE, PA | MapFlags::POPULATE)
         .unwrap();
     for i in 0..pages {
-        h.write(a + i * P, &[i as u8 + 1]).unwrap();
+        h.write(a + i * P, &[(i as u8).wrapping_add(1)]).unwrap();
     }
     a
 }
